@@ -1,0 +1,14 @@
+//! The discrete-event engine. It knows nothing about interrupts: it orders
+//! events in time, hands them to a model, and offers the bookkeeping every model
+//! needs (RNG streams, statistics, a Perfetto trace writer).
+
+pub mod queue;
+pub mod rng;
+pub mod sim;
+pub mod stats;
+pub mod time;
+pub mod trace;
+
+pub use queue::{EventQueue, HeapQueue};
+pub use sim::{Model, Scheduler, TimerHandle};
+pub use time::Ps;

@@ -1,0 +1,203 @@
+//! The scheduler: the clock, the queue, and cancellable timers. A model is any
+//! type that implements [`Model`]; the run loop pops events and calls `handle`.
+
+use super::queue::{EventQueue, HeapQueue};
+use super::time::Ps;
+
+/// A handle to a scheduled timer, used to cancel it. Stale handles are harmless:
+/// cancelling a timer that already fired or was cancelled does nothing.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct TimerHandle {
+    slot: u32,
+    gen: u32,
+}
+
+/// What the queue carries: the model's event and, for a timer, the slot and
+/// generation that say whether it is still live (cancellation is lazy).
+#[derive(Clone, Copy)]
+struct Envelope<E> {
+    ev: E,
+    slot: u32, // 0 = not a timer
+    gen: u32,
+}
+
+pub struct Scheduler<E, Q = HeapQueue<Envelope<E>>> {
+    now: Ps,
+    queue: Q,
+    timer_gen: Vec<u32>, // slot 0 unused
+    free_slots: Vec<u32>,
+    events: u64,
+    _e: std::marker::PhantomData<E>,
+}
+
+pub trait Model {
+    type Event: Copy;
+    fn handle(&mut self, s: &mut Scheduler<Self::Event>, ev: Self::Event);
+}
+
+impl<E: Copy> Default for Scheduler<E> {
+    fn default() -> Self {
+        Self::new()
+    }
+}
+
+impl<E: Copy> Scheduler<E> {
+    pub fn new() -> Self {
+        Self {
+            now: 0,
+            queue: HeapQueue::default(),
+            timer_gen: vec![0],
+            free_slots: Vec::new(),
+            events: 0,
+            _e: std::marker::PhantomData,
+        }
+    }
+
+    #[inline]
+    pub fn now(&self) -> Ps {
+        self.now
+    }
+
+    /// Events handed to the model so far (cancelled timers are not counted).
+    pub fn events(&self) -> u64 {
+        self.events
+    }
+
+    pub fn pending(&self) -> usize {
+        self.queue.len()
+    }
+
+    /// Schedules `ev` at absolute time `at`. Times in the past are a model bug;
+    /// they are clamped to now so that time never goes backwards.
+    #[inline]
+    pub fn at(&mut self, at: Ps, ev: E) {
+        debug_assert!(at >= self.now, "event scheduled in the past");
+        let at = at.max(self.now);
+        self.queue.push(self.now, at, Envelope { ev, slot: 0, gen: 0 });
+    }
+
+    #[inline]
+    pub fn after(&mut self, d: Ps, ev: E) {
+        self.at(self.now.saturating_add(d), ev)
+    }
+
+    /// Like [`Scheduler::after`], but the event can be cancelled until it fires.
+    #[inline]
+    pub fn timer_after(&mut self, d: Ps, ev: E) -> TimerHandle {
+        let slot = match self.free_slots.pop() {
+            Some(s) => s,
+            None => {
+                self.timer_gen.push(0);
+                (self.timer_gen.len() - 1) as u32
+            }
+        };
+        let gen = self.timer_gen[slot as usize];
+        let at = self.now.saturating_add(d);
+        self.queue.push(self.now, at, Envelope { ev, slot, gen });
+        TimerHandle { slot, gen }
+    }
+
+    /// Cancels a timer; returns whether it was still pending.
+    #[inline]
+    pub fn cancel(&mut self, h: TimerHandle) -> bool {
+        let g = &mut self.timer_gen[h.slot as usize];
+        if *g != h.gen {
+            return false;
+        }
+        *g = g.wrapping_add(1);
+        self.free_slots.push(h.slot);
+        true
+    }
+
+    /// Pops the next live event due at or before `until`, advancing the clock.
+    #[inline]
+    pub fn next_before(&mut self, until: Ps) -> Option<E> {
+        loop {
+            match self.queue.peek_time() {
+                Some(t) if t <= until => {}
+                _ => return None,
+            }
+            let (t, env) = self.queue.pop()?;
+            self.now = t;
+            if env.slot != 0 {
+                let g = &mut self.timer_gen[env.slot as usize];
+                if *g != env.gen {
+                    continue; // cancelled
+                }
+                *g = g.wrapping_add(1);
+                self.free_slots.push(env.slot);
+            }
+            self.events += 1;
+            return Some(env.ev);
+        }
+    }
+
+    /// Runs `model` until simulated time `until`; the clock ends at `until`.
+    pub fn run_until<M: Model<Event = E>>(&mut self, model: &mut M, until: Ps) {
+        while let Some(ev) = self.next_before(until) {
+            model.handle(self, ev);
+        }
+        self.now = self.now.max(until);
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[derive(Clone, Copy, Debug, PartialEq)]
+    enum Ev {
+        Tick(u32),
+    }
+
+    struct Log(Vec<(Ps, u32)>);
+    impl Model for Log {
+        type Event = Ev;
+        fn handle(&mut self, s: &mut Scheduler<Ev>, ev: Ev) {
+            let Ev::Tick(i) = ev;
+            self.0.push((s.now(), i));
+        }
+    }
+
+    #[test]
+    fn cancelled_timers_never_fire() {
+        let mut s = Scheduler::new();
+        let a = s.timer_after(10, Ev::Tick(1));
+        let _b = s.timer_after(20, Ev::Tick(2));
+        assert!(s.cancel(a));
+        assert!(!s.cancel(a), "second cancel is a no-op");
+        // The freed slot is reused; the stale entry must still be skipped.
+        let _c = s.timer_after(5, Ev::Tick(3));
+        let mut log = Log(vec![]);
+        s.run_until(&mut log, 100);
+        assert_eq!(log.0, vec![(5, 3), (20, 2)]);
+        assert_eq!(s.events(), 2);
+        assert_eq!(s.now(), 100);
+    }
+
+    #[test]
+    fn cancel_after_fire_is_harmless() {
+        let mut s = Scheduler::new();
+        let a = s.timer_after(1, Ev::Tick(1));
+        let mut log = Log(vec![]);
+        s.run_until(&mut log, 2);
+        assert!(!s.cancel(a));
+        let b = s.timer_after(1, Ev::Tick(2));
+        assert!(!s.cancel(a), "stale handle must not cancel the slot's new timer");
+        s.run_until(&mut log, 10);
+        assert_eq!(log.0, vec![(1, 1), (3, 2)]);
+        assert!(!s.cancel(b));
+    }
+
+    #[test]
+    fn run_until_stops_at_the_horizon() {
+        let mut s = Scheduler::new();
+        s.at(5, Ev::Tick(1));
+        s.at(15, Ev::Tick(2));
+        let mut log = Log(vec![]);
+        s.run_until(&mut log, 10);
+        assert_eq!(log.0, vec![(5, 1)]);
+        s.run_until(&mut log, 20);
+        assert_eq!(log.0, vec![(5, 1), (15, 2)]);
+    }
+}

@@ -1,0 +1,178 @@
+//! Statistics: time-weighted gauges, HDR latency histograms, fixed-interval
+//! series, and the [`Report`] every run produces. Plain counters are just `u64`
+//! fields in the models. Every collector has `reset(now)`, which the runner calls
+//! at the end of warm-up so that no metric includes it.
+
+use super::time::{ps_to_ns, ps_to_s, Ps};
+use hdrhistogram::Histogram;
+use serde::Serialize;
+use std::collections::BTreeMap;
+
+/// A quantity that holds a value over time (busy/idle, a queue depth); reports
+/// its time-weighted mean and its maximum.
+#[derive(Clone, Debug, Default)]
+pub struct Gauge {
+    value: f64,
+    since: Ps,
+    start: Ps,
+    area: f64,
+    max: f64,
+}
+
+impl Gauge {
+    #[inline]
+    pub fn set(&mut self, now: Ps, v: f64) {
+        self.area += self.value * (now - self.since) as f64;
+        self.since = now;
+        self.value = v;
+        if v > self.max {
+            self.max = v;
+        }
+    }
+    #[inline]
+    pub fn add(&mut self, now: Ps, dv: f64) {
+        let v = self.value + dv;
+        self.set(now, v)
+    }
+    pub fn value(&self) -> f64 {
+        self.value
+    }
+    pub fn reset(&mut self, now: Ps) {
+        self.area = 0.0;
+        self.since = now;
+        self.start = now;
+        self.max = self.value;
+    }
+    pub fn mean(&self, now: Ps) -> f64 {
+        let span = now.saturating_sub(self.start);
+        if span == 0 {
+            return self.value;
+        }
+        (self.area + self.value * (now - self.since) as f64) / span as f64
+    }
+    pub fn max(&self) -> f64 {
+        self.max
+    }
+}
+
+/// Latencies, recorded in picoseconds, reported in nanoseconds.
+#[derive(Clone)]
+pub struct Latency {
+    h: Histogram<u64>,
+}
+
+impl Default for Latency {
+    fn default() -> Self {
+        Self { h: Histogram::new(3).expect("3 significant figures is valid") }
+    }
+}
+
+#[derive(Clone, Debug, Serialize, PartialEq)]
+pub struct Summary {
+    pub count: u64,
+    pub mean: f64,
+    pub min: f64,
+    pub max: f64,
+    pub p50: f64,
+    pub p90: f64,
+    pub p99: f64,
+    #[serde(rename = "p99.9")]
+    pub p99_9: f64,
+    #[serde(rename = "p99.99")]
+    pub p99_99: f64,
+    pub unit: &'static str,
+}
+
+impl Latency {
+    #[inline]
+    pub fn record(&mut self, d: Ps) {
+        // The histogram auto-resizes, so recording only fails if a count would
+        // overflow u64, which no run reaches; ignoring it keeps the hot path lean.
+        let _ = self.h.record(d.max(1));
+    }
+    pub fn reset(&mut self) {
+        self.h.reset();
+    }
+    pub fn count(&self) -> u64 {
+        self.h.len()
+    }
+    pub fn summary(&self) -> Summary {
+        let q = |p: f64| ps_to_ns(self.h.value_at_quantile(p));
+        let empty = self.h.is_empty();
+        Summary {
+            count: self.h.len(),
+            mean: if empty { 0.0 } else { self.h.mean() / 1e3 },
+            min: if empty { 0.0 } else { ps_to_ns(self.h.min()) },
+            max: ps_to_ns(self.h.max()),
+            p50: q(0.5),
+            p90: q(0.9),
+            p99: q(0.99),
+            p99_9: q(0.999),
+            p99_99: q(0.9999),
+            unit: "ns",
+        }
+    }
+}
+
+/// Values sampled at a fixed simulated interval, for plots.
+#[derive(Clone, Debug, Default, Serialize, PartialEq)]
+pub struct Series {
+    pub t: Vec<f64>,
+    pub v: Vec<f64>,
+}
+
+impl Series {
+    pub fn push(&mut self, now: Ps, v: f64) {
+        self.t.push(ps_to_s(now));
+        self.v.push(v);
+    }
+}
+
+/// What a run reports: the `metrics`, `histograms` and `series` of the JSON
+/// output. BTreeMaps keep the key order, and so the bytes, deterministic.
+#[derive(Clone, Debug, Default, Serialize)]
+pub struct Report {
+    pub metrics: BTreeMap<String, f64>,
+    pub histograms: BTreeMap<String, Summary>,
+    pub series: BTreeMap<String, Series>,
+}
+
+impl Report {
+    pub fn metric(&mut self, name: impl Into<String>, v: f64) {
+        self.metrics.insert(name.into(), v);
+    }
+    pub fn histogram(&mut self, name: impl Into<String>, l: &Latency) {
+        self.histograms.insert(name.into(), l.summary());
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn gauge_is_time_weighted_and_resets() {
+        let mut g = Gauge::default();
+        g.set(0, 1.0);
+        g.set(10, 3.0);
+        assert_eq!(g.mean(20), 2.0);
+        assert_eq!(g.max(), 3.0);
+        g.reset(20);
+        g.set(30, 0.0);
+        assert_eq!(g.mean(40), 1.5);
+        assert_eq!(g.max(), 3.0);
+    }
+
+    #[test]
+    fn latency_percentiles() {
+        let mut l = Latency::default();
+        for i in 1..=1000u64 {
+            l.record(i * 1000); // 1..1000 ns
+        }
+        let s = l.summary();
+        assert_eq!(s.count, 1000);
+        assert!((s.p50 - 500.0).abs() < 1.0, "{}", s.p50);
+        assert!((s.p99 - 990.0).abs() < 1.5, "{}", s.p99);
+        assert!((s.mean - 500.5).abs() < 0.5);
+    }
+}

@@ -1,0 +1,109 @@
+//! Simulated time: an integer count of picoseconds (`u64`, about 213 days).
+//! Scenarios give times and rates as strings with units; they are converted
+//! once, here, so the hot loop only ever adds integers.
+
+/// Simulated time and durations, in picoseconds.
+pub type Ps = u64;
+
+pub const PS_PER_NS: u64 = 1_000;
+pub const PS_PER_US: u64 = 1_000_000;
+pub const PS_PER_MS: u64 = 1_000_000_000;
+pub const PS_PER_S: u64 = 1_000_000_000_000;
+
+/// A time that never comes: used for work with no end (an idle loop).
+pub const NEVER: Ps = u64::MAX;
+
+pub fn ps_to_s(t: Ps) -> f64 {
+    t as f64 / PS_PER_S as f64
+}
+
+pub fn ps_to_ns(t: Ps) -> f64 {
+    t as f64 / PS_PER_NS as f64
+}
+
+/// Seconds (a sampled interarrival, say) to picoseconds, rounded to nearest.
+pub fn s_to_ps(s: f64) -> Ps {
+    (s * PS_PER_S as f64).round() as Ps
+}
+
+/// Parses `"300ns"`, `"10us"`, `"1.5ms"`, `"0.5s"`, `"2ps"`, `"0"`.
+/// Cycles are not accepted here: they need a clock, which only the CPU model knows.
+pub fn parse_duration(s: &str) -> Result<Ps, String> {
+    let t = s.trim();
+    let expected = "expected a non-negative time with a unit, like \"300ns\", \"10us\", \"1ms\" or \"0.5s\"";
+    if t == "0" {
+        return Ok(0);
+    }
+    let split = t
+        .find(|c: char| !(c.is_ascii_digit() || c == '.' || c == '-' || c == '+' || c == 'e' || c == 'E'))
+        .ok_or_else(|| format!("\"{s}\": {expected}"))?;
+    // "1e3ns" is a number and a unit; "e" alone would be eaten by the number part above,
+    // so make sure what is left is a known unit.
+    let (num, unit) = t.split_at(split);
+    let scale = match unit.trim() {
+        "ps" => 1.0,
+        "ns" => PS_PER_NS as f64,
+        "us" | "µs" => PS_PER_US as f64,
+        "ms" => PS_PER_MS as f64,
+        "s" => PS_PER_S as f64,
+        _ => return Err(format!("\"{s}\": {expected}")),
+    };
+    let v: f64 = num.parse().map_err(|_| format!("\"{s}\": {expected}"))?;
+    if !v.is_finite() || v < 0.0 {
+        return Err(format!("\"{s}\": {expected}"));
+    }
+    let ps = v * scale;
+    if ps > (u64::MAX / 2) as f64 {
+        return Err(format!("\"{s}\": too long (at most about 106 days)"));
+    }
+    Ok(ps.round() as Ps)
+}
+
+/// Parses a rate per second: a number, or a string `"1M/s"`, `"250k/s"`, `"31250/s"`, `"2.5G/s"`.
+pub fn parse_rate(s: &str) -> Result<f64, String> {
+    let expected = "expected a non-negative rate like \"1M/s\", \"250k/s\" or a number per second";
+    let t = s.trim();
+    let body = t.strip_suffix("/s").unwrap_or(t).trim();
+    let (num, mult) = match body.chars().last() {
+        Some('k') | Some('K') => (&body[..body.len() - 1], 1e3),
+        Some('M') => (&body[..body.len() - 1], 1e6),
+        Some('G') => (&body[..body.len() - 1], 1e9),
+        _ => (body, 1.0),
+    };
+    let v: f64 = num.trim().parse().map_err(|_| format!("\"{s}\": {expected}"))?;
+    if !v.is_finite() || v < 0.0 {
+        return Err(format!("\"{s}\": {expected}"));
+    }
+    Ok(v * mult)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn durations_parse_with_units() {
+        assert_eq!(parse_duration("300ns").unwrap(), 300_000);
+        assert_eq!(parse_duration("10us").unwrap(), 10 * PS_PER_US);
+        assert_eq!(parse_duration("0.5s").unwrap(), PS_PER_S / 2);
+        assert_eq!(parse_duration("1.5ms").unwrap(), 1_500_000_000);
+        assert_eq!(parse_duration("0").unwrap(), 0);
+        assert_eq!(parse_duration("7ps").unwrap(), 7);
+    }
+
+    #[test]
+    fn bad_durations_are_rejected() {
+        for bad in ["-1s", "10", "ns", "1 parsec", "abc", "1e400s", "NaNs"] {
+            assert!(parse_duration(bad).is_err(), "{bad} should fail");
+        }
+    }
+
+    #[test]
+    fn rates_parse() {
+        assert_eq!(parse_rate("1M/s").unwrap(), 1e6);
+        assert_eq!(parse_rate("250k/s").unwrap(), 250e3);
+        assert_eq!(parse_rate("31250").unwrap(), 31250.0);
+        assert!(parse_rate("-1/s").is_err());
+        assert!(parse_rate("fast").is_err());
+    }
+}
