@@ -15,7 +15,7 @@ pub struct TimerHandle {
 /// What the queue carries: the model's event and, for a timer, the slot and
 /// generation that say whether it is still live (cancellation is lazy).
 #[derive(Clone, Copy)]
-struct Envelope<E> {
+pub struct Envelope<E> {
     ev: E,
     slot: u32, // 0 = not a timer
     gen: u32,

@@ -1,0 +1,331 @@
+//! The scenario schema: the single source of truth for what a scenario may say.
+//! Serde types with `deny_unknown_fields`; [`load`] adds `--set` overrides and
+//! the checks serde cannot express, and every error names the key path.
+
+mod overrides;
+mod units;
+mod validate;
+
+pub use units::{Rate, Time};
+
+use schemars::JsonSchema;
+use serde::{Deserialize, Serialize};
+
+fn one() -> u64 {
+    1
+}
+fn one_u32() -> u32 {
+    1
+}
+fn cpu0() -> Vec<u32> {
+    vec![0]
+}
+
+#[derive(Clone, Debug, Deserialize, Serialize, JsonSchema)]
+#[serde(deny_unknown_fields)]
+pub struct Scenario {
+    /// Short name, used in reports.
+    pub name: String,
+    #[serde(default)]
+    pub description: String,
+    /// Simulated time, warm-up included.
+    pub duration: Time,
+    /// Initial part of the run excluded from every metric.
+    #[serde(default)]
+    pub warmup: Time,
+    #[serde(default = "one")]
+    pub seed: u64,
+    #[serde(default)]
+    pub platform: Platform,
+    #[serde(default)]
+    pub cpu: CpuCosts,
+    #[serde(default)]
+    pub fabric: Fabric,
+    #[serde(default)]
+    pub hypervisor: HypervisorCosts,
+    /// MSI sources: device queues that raise interrupts.
+    #[serde(default, rename = "source")]
+    pub sources: Vec<Source>,
+    /// Tasks: loops of user work and exceptions.
+    #[serde(default, rename = "task")]
+    pub tasks: Vec<Task>,
+    #[serde(default, rename = "vm")]
+    pub vms: Vec<Vm>,
+    #[serde(default)]
+    pub stats: StatsCfg,
+    #[serde(default)]
+    pub trace: TraceCfg,
+    /// Published figures this scenario reproduces, checked by `irqlab reproduce`.
+    #[serde(default)]
+    pub expect: Vec<Expect>,
+}
+
+#[derive(Clone, Debug, Deserialize, Serialize, JsonSchema)]
+#[serde(deny_unknown_fields)]
+pub struct Platform {
+    /// Physical CPUs.
+    #[serde(default = "one_u32")]
+    pub cpus: u32,
+    #[serde(default = "one_u32")]
+    pub sockets: u32,
+}
+
+impl Default for Platform {
+    fn default() -> Self {
+        Self { cpus: 1, sockets: 1 }
+    }
+}
+
+/// How the kernel masks interrupts (arm64): PSTATE.DAIF, or GIC priority via ICC_PMR_EL1 (pseudo-NMI).
+#[derive(Clone, Copy, Debug, Default, Deserialize, Serialize, JsonSchema, PartialEq, Eq)]
+#[serde(rename_all = "lowercase")]
+pub enum Masking {
+    #[default]
+    Daif,
+    Pmr,
+}
+
+/// Per-CPU costs of the exception and scheduling paths. Zero unless given.
+#[derive(Clone, Debug, Default, Deserialize, Serialize, JsonSchema)]
+#[serde(deny_unknown_fields)]
+pub struct CpuCosts {
+    #[serde(default)]
+    pub masking: Masking,
+    /// IRQ exception entry: vector, register save (`el1_interrupt` / `el0_interrupt` up to the handler).
+    #[serde(default)]
+    pub irq_entry: Time,
+    /// IRQ exception exit: register restore and `eret`.
+    #[serde(default)]
+    pub irq_exit: Time,
+    /// Synchronous exception (syscall, fault) entry.
+    #[serde(default)]
+    pub exception_entry: Time,
+    #[serde(default)]
+    pub exception_exit: Time,
+    /// `__schedule()` + `context_switch()` when the task changes.
+    #[serde(default)]
+    pub context_switch: Time,
+    /// Time a task runs before it is preempted for another runnable one (checked on return to user).
+    #[serde(default = "default_timeslice")]
+    pub timeslice: Time,
+}
+
+fn default_timeslice() -> Time {
+    Time(3 * crate::engine::time::PS_PER_MS)
+}
+
+/// The platform interrupt fabric (PCIe root port, IOMMU interrupt remapping): every
+/// MSI write occupies one of `slots` for `msi_write`; beyond capacity writes queue.
+#[derive(Clone, Debug, Deserialize, Serialize, JsonSchema)]
+#[serde(deny_unknown_fields)]
+pub struct Fabric {
+    #[serde(default)]
+    pub msi_write: Time,
+    #[serde(default = "one_u32")]
+    pub slots: u32,
+    /// Fixed delay after the write leaves the fabric, before the interrupt controller sees it.
+    #[serde(default)]
+    pub latency: Time,
+}
+
+impl Default for Fabric {
+    fn default() -> Self {
+        Self { msi_write: Time(0), slots: 1, latency: Time(0) }
+    }
+}
+
+/// Trap-and-emulate injection costs: a physical interrupt for a running guest exits to the hypervisor.
+#[derive(Clone, Debug, Default, Deserialize, Serialize, JsonSchema)]
+#[serde(deny_unknown_fields)]
+pub struct HypervisorCosts {
+    /// Guest exit to the hypervisor (EL2 / VMX root).
+    #[serde(default)]
+    pub exit: Time,
+    /// Hypervisor handling: acknowledge/EOI the physical interrupt, look up the virtual one.
+    #[serde(default)]
+    pub handler: Time,
+    /// Injection: write a list register (arm64) or the VMCS event field (x86).
+    #[serde(default)]
+    pub inject: Time,
+    /// Guest entry (`eret` to EL1 / VMRESUME).
+    #[serde(default)]
+    pub entry: Time,
+}
+
+#[derive(Clone, Copy, Debug, Default, Deserialize, Serialize, JsonSchema, PartialEq, Eq)]
+#[serde(rename_all = "lowercase")]
+pub enum Arrival {
+    #[default]
+    Poisson,
+    Periodic,
+}
+
+/// A device queue's interrupt (an MSI-X vector). `count` > 1 makes instances `name.0`, `name.1`, ...
+#[derive(Clone, Debug, Deserialize, Serialize, JsonSchema)]
+#[serde(deny_unknown_fields)]
+pub struct Source {
+    pub name: String,
+    #[serde(default = "one_u32")]
+    pub count: u32,
+    /// Interrupts per second, per instance.
+    pub rate: Rate,
+    #[serde(default)]
+    pub arrival: Arrival,
+    /// Target CPUs (vCPU indices if `vm` is set); instance i goes to `cpus[i % len]`.
+    #[serde(default = "cpu0")]
+    pub cpus: Vec<u32>,
+    /// Assign the device to this VM: its interrupts take the injection path.
+    #[serde(default)]
+    pub vm: Option<String>,
+    /// Hardirq handler body.
+    pub handler: Time,
+    /// Softirq work raised per interrupt (e.g. a NAPI poll), run on irq exit.
+    #[serde(default)]
+    pub softirq: Time,
+    /// NMI priority: gets through PMR masking (pseudo-NMI), not DAIF.
+    #[serde(default)]
+    pub nmi: bool,
+}
+
+#[derive(Clone, Copy, Debug, Default, Deserialize, Serialize, JsonSchema, PartialEq, Eq)]
+#[serde(rename_all = "lowercase")]
+pub enum ExceptionKind {
+    /// Pure user-mode compute loop.
+    #[default]
+    None,
+    Syscall,
+    Pagefault,
+    /// A `sched_yield()` syscall: the scheduler picks the next runnable task.
+    Yield,
+}
+
+/// A task looping forever: `work` in user mode, then an exception with `body` of kernel work.
+#[derive(Clone, Debug, Deserialize, Serialize, JsonSchema)]
+#[serde(deny_unknown_fields)]
+pub struct Task {
+    pub name: String,
+    #[serde(default = "one_u32")]
+    pub count: u32,
+    /// CPUs (vCPU indices if `vm` is set); instance i runs on `cpus[i % len]`.
+    #[serde(default = "cpu0")]
+    pub cpus: Vec<u32>,
+    #[serde(default)]
+    pub vm: Option<String>,
+    pub work: Time,
+    #[serde(default)]
+    pub exception: ExceptionKind,
+    /// Kernel work in the exception, interrupts enabled.
+    #[serde(default)]
+    pub body: Time,
+    /// A critical section at the start of the body with interrupts masked (`local_irq_disable`).
+    #[serde(default)]
+    pub irqs_off: Time,
+}
+
+/// A VM whose vCPUs are pinned 1:1 to `pcpus`.
+#[derive(Clone, Debug, Deserialize, Serialize, JsonSchema)]
+#[serde(deny_unknown_fields)]
+pub struct Vm {
+    pub name: String,
+    pub vcpus: u32,
+    pub pcpus: Vec<u32>,
+}
+
+#[derive(Clone, Debug, Default, Deserialize, Serialize, JsonSchema)]
+#[serde(deny_unknown_fields)]
+pub struct StatsCfg {
+    /// Sampling interval of time series; default: 1/100 of the measured span.
+    #[serde(default)]
+    pub series_interval: Option<Time>,
+}
+
+#[derive(Clone, Debug, Default, Deserialize, Serialize, JsonSchema)]
+#[serde(deny_unknown_fields)]
+pub struct TraceCfg {
+    /// Start of the traced window; default: end of warm-up.
+    #[serde(default)]
+    pub start: Option<Time>,
+    /// End of the traced window; default: end of the run.
+    #[serde(default)]
+    pub end: Option<Time>,
+    /// At most this many trace events (slice ends of recorded slices excepted).
+    #[serde(default = "default_max_events")]
+    pub max_events: u64,
+}
+
+fn default_max_events() -> u64 {
+    1_000_000
+}
+
+/// A published figure: `metric` of this run should be `published` within `tolerance` (relative).
+#[derive(Clone, Debug, Deserialize, Serialize, JsonSchema)]
+#[serde(deny_unknown_fields)]
+pub struct Expect {
+    /// Figure label; default: the scenario name.
+    #[serde(default)]
+    pub name: String,
+    pub metric: String,
+    pub published: f64,
+    #[serde(default)]
+    pub unit: String,
+    pub tolerance: f64,
+    pub source: String,
+}
+
+/// A load error: one line, naming the file, the key path and what was expected.
+#[derive(Debug, Clone, PartialEq)]
+pub struct ScenarioError(pub String);
+
+impl std::fmt::Display for ScenarioError {
+    fn fmt(&self, f: &mut std::fmt::Formatter) -> std::fmt::Result {
+        f.write_str(&self.0)
+    }
+}
+impl std::error::Error for ScenarioError {}
+
+/// Parses, overrides (`key.path=value`), deserializes and validates a scenario.
+/// `origin` names the file in messages.
+pub fn load(text: &str, origin: &str, overrides: &[String]) -> Result<Scenario, ScenarioError> {
+    let mut value: toml::Value = text.parse::<toml::Table>().map(toml::Value::Table).map_err(|e| {
+        let (line, col) = e.span().map(|s| line_col(text, s.start)).unwrap_or((0, 0));
+        ScenarioError(format!("{origin}:{line}:{col}: malformed TOML: {}", one_line(e.message())))
+    })?;
+    for o in overrides {
+        overrides::apply(&mut value, o).map_err(|m| ScenarioError(format!("--set {o}: {m}")))?;
+    }
+    let mut sc: Scenario = serde_path_to_error::deserialize(value).map_err(|e| {
+        let path = e.path().to_string();
+        let msg = one_line(&e.inner().to_string());
+        if path == "." {
+            ScenarioError(format!("{origin}: {msg}"))
+        } else {
+            ScenarioError(format!("{origin}: {path}: {msg}"))
+        }
+    })?;
+    validate::check(&sc).map_err(|(path, msg)| ScenarioError(format!("{origin}: {path}: {msg}")))?;
+    for e in &mut sc.expect {
+        if e.name.is_empty() {
+            e.name = sc.name.clone();
+        }
+    }
+    Ok(sc)
+}
+
+/// The JSON Schema of the scenario format, generated from the types above.
+pub fn json_schema() -> String {
+    serde_json::to_string_pretty(&schemars::schema_for!(Scenario)).expect("schema serializes")
+}
+
+fn line_col(text: &str, offset: usize) -> (usize, usize) {
+    let before = &text[..offset.min(text.len())];
+    let line = before.matches('\n').count() + 1;
+    let col = before.len() - before.rfind('\n').map(|i| i + 1).unwrap_or(0) + 1;
+    (line, col)
+}
+
+fn one_line(s: &str) -> String {
+    s.split_whitespace().collect::<Vec<_>>().join(" ")
+}
+
+#[cfg(test)]
+mod tests;

@@ -1,0 +1,50 @@
+//! `--set key.path=value`: edits the parsed TOML before it is deserialized, so
+//! an override is checked exactly like the file. Array elements are addressed
+//! by index: `source.0.rate` or `source[0].rate`.
+
+pub fn apply(root: &mut toml::Value, spec: &str) -> Result<(), String> {
+    let (path, raw) = spec.split_once('=').ok_or("expected key.path=value")?;
+    let path = path.trim().replace('[', ".").replace(']', "");
+    let keys: Vec<&str> = path.split('.').filter(|k| !k.is_empty()).collect();
+    if keys.is_empty() {
+        return Err("expected key.path=value, the key path is empty".into());
+    }
+    let value = parse_value(raw.trim());
+    let mut cur = root;
+    for (i, k) in keys.iter().enumerate() {
+        let last = i + 1 == keys.len();
+        let here = keys[..i].join(".");
+        cur = match cur {
+            toml::Value::Table(t) => {
+                if last {
+                    t.insert(k.to_string(), value);
+                    return Ok(());
+                }
+                t.entry(k.to_string()).or_insert_with(|| toml::Value::Table(Default::default()))
+            }
+            toml::Value::Array(a) => {
+                let idx: usize =
+                    k.parse().map_err(|_| format!("{here} is a list, expected an index instead of \"{k}\""))?;
+                let len = a.len();
+                let slot = a.get_mut(idx).ok_or_else(|| format!("{here} has {len} entries, no index {idx}"))?;
+                if last {
+                    *slot = value;
+                    return Ok(());
+                }
+                slot
+            }
+            other => return Err(format!("{here} is a {}, not a table", other.type_str())),
+        };
+    }
+    unreachable!("the loop returns at the last key")
+}
+
+/// A TOML value if the text is one (`3`, `true`, `"x"`, `[0, 1]`), else a bare string
+/// (`300ns`, `pmr`), so users need not quote on the command line.
+fn parse_value(raw: &str) -> toml::Value {
+    format!("v = {raw}")
+        .parse::<toml::Table>()
+        .ok()
+        .and_then(|mut t| t.remove("v"))
+        .unwrap_or_else(|| toml::Value::String(raw.to_string()))
+}

@@ -1,0 +1,90 @@
+use super::*;
+
+const BASE: &str = r#"
+name = "t"
+duration = "1ms"
+[platform]
+cpus = 2
+[[source]]
+name = "q"
+rate = "1M/s"
+handler = "300ns"
+"#;
+
+fn err_of(text: &str, sets: &[&str]) -> String {
+    let sets: Vec<String> = sets.iter().map(|s| s.to_string()).collect();
+    load(text, "s.toml", &sets).unwrap_err().0
+}
+
+#[test]
+fn a_valid_scenario_loads_with_defaults() {
+    let s = load(BASE, "s.toml", &[]).unwrap();
+    assert_eq!(s.duration.ps(), 1_000_000_000);
+    assert_eq!(s.sources[0].rate.0, 1e6);
+    assert_eq!(s.sources[0].cpus, vec![0]);
+    assert_eq!(s.seed, 1);
+}
+
+#[test]
+fn unknown_keys_name_their_path() {
+    let e = err_of(&format!("{BASE}\n[cpu]\nmaskin = \"daif\"\n"), &[]);
+    assert!(e.starts_with("s.toml: cpu.maskin: unknown field `maskin`, expected one of `masking`"), "{e}");
+    assert!(!e.contains('\n'));
+}
+
+#[test]
+fn bad_enum_values_say_what_was_expected() {
+    let e = err_of(BASE, &["cpu.masking=pmrr"]);
+    assert!(e.contains("cpu.masking") && e.contains("pmrr") && e.contains("daif") && e.contains("pmr"), "{e}");
+}
+
+#[test]
+fn wrong_types_and_negative_durations_are_rejected() {
+    let e = err_of(BASE, &["platform.cpus=lots"]);
+    assert!(e.starts_with("s.toml: platform.cpus: invalid type"), "{e}");
+    let e = err_of(BASE, &["duration=-1s"]);
+    assert!(e.starts_with("s.toml: duration:") && e.contains("non-negative"), "{e}");
+    let e = err_of(BASE, &["source[0].handler=300"]);
+    assert!(e.contains("source[0].handler") && e.contains("unit"), "{e}");
+}
+
+#[test]
+fn malformed_toml_gives_line_and_column() {
+    let e = err_of("name = \"x\"\nduration = \n", &[]);
+    assert!(e.starts_with("s.toml:2:"), "{e}");
+    assert!(!e.contains('\n'));
+}
+
+#[test]
+fn overrides_reach_array_elements_and_report_bad_paths() {
+    let s = load(BASE, "s.toml", &["source.0.rate=2k/s".into(), "source[0].cpus=[1]".into()]).unwrap();
+    assert_eq!(s.sources[0].rate.0, 2000.0);
+    assert_eq!(s.sources[0].cpus, vec![1]);
+    assert!(err_of(BASE, &["nokey"]).contains("expected key.path=value"));
+    assert!(err_of(BASE, &["source.5.rate=1"]).contains("no index 5"));
+    assert!(err_of(BASE, &["name.x=1"]).contains("name is a string, not a table"));
+}
+
+#[test]
+fn references_are_checked() {
+    let e = err_of(BASE, &["source.0.cpus=[7]"]);
+    assert_eq!(e, "s.toml: source[0].cpus[0]: cpu 7 does not exist (platform.cpus = 2)");
+    let e = err_of(BASE, &["source.0.vm=vm9"]);
+    assert!(e.contains("source[0].vm") && e.contains("vm9"), "{e}");
+    let e = err_of(BASE, &["warmup=2ms"]);
+    assert!(e.contains("warmup"), "{e}");
+}
+
+#[test]
+fn vm_placement_is_validated() {
+    let vm = format!("{BASE}\n[[vm]]\nname = \"g\"\nvcpus = 2\npcpus = [1]\n");
+    assert!(err_of(&vm, &[]).contains("vm[0].pcpus: has 1 entries"));
+    let vm = format!("{BASE}\n[[vm]]\nname = \"g\"\nvcpus = 1\npcpus = [0]\n");
+    assert!(err_of(&vm, &[]).contains("cpu 0 runs a vCPU of g"), "{}", err_of(&vm, &[]));
+}
+
+#[test]
+fn the_schema_is_generated() {
+    let s = json_schema();
+    assert!(s.contains("\"duration\"") && s.contains("\"masking\""));
+}

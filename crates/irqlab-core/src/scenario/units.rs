@@ -1,0 +1,134 @@
+//! Scenario value types with units: times (`"300ns"`) and rates (`"1M/s"`).
+//! They parse once at load time into picoseconds and events per second.
+
+use crate::engine::time::{parse_duration, parse_rate, Ps, PS_PER_MS, PS_PER_NS, PS_PER_S, PS_PER_US};
+use schemars::gen::SchemaGenerator;
+use schemars::schema::{InstanceType, Schema, SchemaObject, SubschemaValidation};
+use schemars::JsonSchema;
+use serde::{de, Deserialize, Deserializer, Serialize, Serializer};
+
+/// A time or duration, written with a unit: `"300ns"`, `"10us"`, `"0.5s"`.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, PartialOrd, Ord)]
+pub struct Time(pub Ps);
+
+impl Time {
+    pub fn ps(self) -> Ps {
+        self.0
+    }
+}
+
+impl<'de> Deserialize<'de> for Time {
+    fn deserialize<D: Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
+        struct V;
+        impl de::Visitor<'_> for V {
+            type Value = Time;
+            fn expecting(&self, f: &mut std::fmt::Formatter) -> std::fmt::Result {
+                f.write_str("a time with a unit, like \"300ns\", \"10us\" or \"0.5s\"")
+            }
+            fn visit_str<E: de::Error>(self, s: &str) -> Result<Time, E> {
+                parse_duration(s).map(Time).map_err(E::custom)
+            }
+            fn visit_i64<E: de::Error>(self, v: i64) -> Result<Time, E> {
+                if v == 0 {
+                    Ok(Time(0))
+                } else {
+                    Err(E::custom(format!("{v}: a time needs a unit, like \"{v}ns\"")))
+                }
+            }
+            fn visit_u64<E: de::Error>(self, v: u64) -> Result<Time, E> {
+                self.visit_i64(v as i64)
+            }
+            fn visit_f64<E: de::Error>(self, v: f64) -> Result<Time, E> {
+                Err(E::custom(format!("{v}: a time needs a unit, like \"{v}us\"")))
+            }
+        }
+        d.deserialize_any(V)
+    }
+}
+
+impl Serialize for Time {
+    fn serialize<S: Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
+        let t = self.0;
+        let txt = if t == 0 {
+            "0s".to_string()
+        } else {
+            [(PS_PER_S, "s"), (PS_PER_MS, "ms"), (PS_PER_US, "us"), (PS_PER_NS, "ns"), (1, "ps")]
+                .iter()
+                .find(|(u, _)| t % u == 0)
+                .map(|(u, n)| format!("{}{}", t / u, n))
+                .expect("1ps divides everything")
+        };
+        s.serialize_str(&txt)
+    }
+}
+
+impl JsonSchema for Time {
+    fn schema_name() -> String {
+        "Time".into()
+    }
+    fn json_schema(_: &mut SchemaGenerator) -> Schema {
+        let mut o = SchemaObject { instance_type: Some(InstanceType::String.into()), ..Default::default() };
+        o.string().pattern = Some(r"^\s*(0|[0-9]*\.?[0-9]+([eE][-+]?[0-9]+)?\s*(ps|ns|us|µs|ms|s))\s*$".into());
+        o.metadata().description = Some("A time with a unit: \"300ns\", \"10us\", \"1ms\", \"0.5s\"".into());
+        o.into()
+    }
+}
+
+/// A rate in events per second: a number, or `"1M/s"`, `"250k/s"`.
+#[derive(Clone, Copy, Debug, Default, PartialEq, PartialOrd)]
+pub struct Rate(pub f64);
+
+impl<'de> Deserialize<'de> for Rate {
+    fn deserialize<D: Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
+        struct V;
+        impl de::Visitor<'_> for V {
+            type Value = Rate;
+            fn expecting(&self, f: &mut std::fmt::Formatter) -> std::fmt::Result {
+                f.write_str("a rate, like \"1M/s\", \"250k/s\" or a number per second")
+            }
+            fn visit_str<E: de::Error>(self, s: &str) -> Result<Rate, E> {
+                parse_rate(s).map(Rate).map_err(E::custom)
+            }
+            fn visit_f64<E: de::Error>(self, v: f64) -> Result<Rate, E> {
+                if v.is_finite() && v >= 0.0 {
+                    Ok(Rate(v))
+                } else {
+                    Err(E::custom(format!("{v}: expected a non-negative rate per second")))
+                }
+            }
+            fn visit_i64<E: de::Error>(self, v: i64) -> Result<Rate, E> {
+                self.visit_f64(v as f64)
+            }
+            fn visit_u64<E: de::Error>(self, v: u64) -> Result<Rate, E> {
+                self.visit_f64(v as f64)
+            }
+        }
+        d.deserialize_any(V)
+    }
+}
+
+impl Serialize for Rate {
+    fn serialize<S: Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
+        s.serialize_f64(self.0)
+    }
+}
+
+impl JsonSchema for Rate {
+    fn schema_name() -> String {
+        "Rate".into()
+    }
+    fn json_schema(_: &mut SchemaGenerator) -> Schema {
+        let num = SchemaObject { instance_type: Some(InstanceType::Number.into()), ..Default::default() };
+        let mut st = SchemaObject { instance_type: Some(InstanceType::String.into()), ..Default::default() };
+        st.string().pattern = Some(r"^\s*[0-9]*\.?[0-9]+\s*[kKMG]?\s*(/s)?\s*$".into());
+        let mut o = SchemaObject {
+            subschemas: Some(Box::new(SubschemaValidation {
+                one_of: Some(vec![num.into(), st.into()]),
+                ..Default::default()
+            })),
+            ..Default::default()
+        };
+        o.metadata().description = Some("Events per second: a number, or \"1M/s\", \"250k/s\"".into());
+        o.into()
+    }
+}

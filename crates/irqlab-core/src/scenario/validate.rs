@@ -1,0 +1,158 @@
+//! Checks that serde's types cannot express: ranges, references between
+//! sections, and combinations the model does not support (yet), each reported
+//! with its key path.
+
+use super::Scenario;
+use std::collections::HashSet;
+
+type Check = Result<(), (String, String)>;
+
+fn err<T>(path: impl Into<String>, msg: impl Into<String>) -> Result<T, (String, String)> {
+    Err((path.into(), msg.into()))
+}
+
+const MAX_CPUS: u32 = 4096;
+
+pub fn check(s: &Scenario) -> Check {
+    if s.duration.ps() == 0 {
+        return err("duration", "must be greater than 0");
+    }
+    if s.warmup >= s.duration {
+        return err("warmup", format!("must be shorter than duration ({:?} ps >= {:?} ps)", s.warmup.ps(), s.duration.ps()));
+    }
+    let cpus = s.platform.cpus;
+    if cpus == 0 || cpus > MAX_CPUS {
+        return err("platform.cpus", format!("{cpus}: expected 1 to {MAX_CPUS}"));
+    }
+    if s.platform.sockets == 0 || s.platform.sockets > cpus {
+        return err("platform.sockets", format!("{}: expected 1 to platform.cpus ({cpus})", s.platform.sockets));
+    }
+    if s.fabric.slots == 0 {
+        return err("fabric.slots", "must be at least 1");
+    }
+    if let Some(i) = s.stats.series_interval {
+        if i.ps() == 0 {
+            return err("stats.series_interval", "must be greater than 0");
+        }
+    }
+
+    // VMs: vCPUs pinned 1:1, one vCPU per pCPU.
+    let mut hosted: Vec<Option<String>> = vec![None; cpus as usize];
+    let mut names = HashSet::new();
+    for (i, vm) in s.vms.iter().enumerate() {
+        let p = format!("vm[{i}]");
+        if !names.insert(vm.name.as_str()) {
+            return err(format!("{p}.name"), format!("\"{}\" is used twice", vm.name));
+        }
+        if vm.vcpus == 0 {
+            return err(format!("{p}.vcpus"), "must be at least 1");
+        }
+        if vm.pcpus.len() != vm.vcpus as usize {
+            return err(
+                format!("{p}.pcpus"),
+                format!("has {} entries, expected one pCPU per vCPU ({}): vCPUs are pinned 1:1", vm.pcpus.len(), vm.vcpus),
+            );
+        }
+        for (j, &c) in vm.pcpus.iter().enumerate() {
+            if c >= cpus {
+                return err(format!("{p}.pcpus[{j}]"), format!("cpu {c} does not exist (platform.cpus = {cpus})"));
+            }
+            if let Some(other) = &hosted[c as usize] {
+                return err(format!("{p}.pcpus[{j}]"), format!("cpu {c} already hosts a vCPU of {other}"));
+            }
+            hosted[c as usize] = Some(vm.name.clone());
+        }
+    }
+    let vm_vcpus = |name: &str| s.vms.iter().find(|v| v.name == name).map(|v| v.vcpus);
+
+    let mut names = HashSet::new();
+    for (i, src) in s.sources.iter().enumerate() {
+        let p = format!("source[{i}]");
+        if !names.insert(src.name.as_str()) {
+            return err(format!("{p}.name"), format!("\"{}\" is used twice", src.name));
+        }
+        if src.count == 0 {
+            return err(format!("{p}.count"), "must be at least 1");
+        }
+        targets(&p, &src.cpus, src.vm.as_deref(), cpus, &vm_vcpus, &hosted)?;
+        if src.arrival == super::Arrival::Periodic && src.rate.0 == 0.0 {
+            return err(format!("{p}.rate"), "a periodic source needs a rate above 0");
+        }
+    }
+    let mut names = HashSet::new();
+    for (i, t) in s.tasks.iter().enumerate() {
+        let p = format!("task[{i}]");
+        if !names.insert(t.name.as_str()) {
+            return err(format!("{p}.name"), format!("\"{}\" is used twice", t.name));
+        }
+        if t.count == 0 {
+            return err(format!("{p}.count"), "must be at least 1");
+        }
+        targets(&p, &t.cpus, t.vm.as_deref(), cpus, &vm_vcpus, &hosted)?;
+        if t.exception == super::ExceptionKind::None && t.work.ps() == 0 {
+            return err(format!("{p}.work"), "a task with no exception needs work above 0 (it would loop in zero time)");
+        }
+        if t.irqs_off > t.body {
+            return err(format!("{p}.irqs_off"), "is part of the body, so it cannot be longer than body");
+        }
+    }
+    for (i, e) in s.expect.iter().enumerate() {
+        if !(e.tolerance > 0.0 && e.tolerance.is_finite()) {
+            return err(format!("expect[{i}].tolerance"), format!("{}: expected a relative tolerance above 0, like 0.05", e.tolerance));
+        }
+        if e.published == 0.0 || !e.published.is_finite() {
+            return err(format!("expect[{i}].published"), "expected a finite, non-zero published value (errors are relative to it)");
+        }
+        if e.metric.is_empty() {
+            return err(format!("expect[{i}].metric"), "must name a metric of the run");
+        }
+    }
+    let (start, end) = (s.trace.start.map(|t| t.ps()), s.trace.end.map(|t| t.ps()));
+    if let (Some(a), Some(b)) = (start, end) {
+        if b <= a {
+            return err("trace.end", "must be after trace.start");
+        }
+    }
+    Ok(())
+}
+
+/// A source's or task's placement: pCPUs on the host, vCPU indices in a VM.
+fn targets(
+    p: &str,
+    list: &[u32],
+    vm: Option<&str>,
+    cpus: u32,
+    vm_vcpus: &dyn Fn(&str) -> Option<u32>,
+    hosted: &[Option<String>],
+) -> Check {
+    if list.is_empty() {
+        return err(format!("{p}.cpus"), "must list at least one CPU");
+    }
+    match vm {
+        Some(name) => {
+            let Some(n) = vm_vcpus(name) else {
+                return err(format!("{p}.vm"), format!("no VM named \"{name}\" (declare it in a [[vm]] table)"));
+            };
+            for (j, &c) in list.iter().enumerate() {
+                if c >= n {
+                    return err(format!("{p}.cpus[{j}]"), format!("vCPU {c} does not exist ({name} has {n})"));
+                }
+            }
+        }
+        None => {
+            for (j, &c) in list.iter().enumerate() {
+                if c >= cpus {
+                    return err(format!("{p}.cpus[{j}]"), format!("cpu {c} does not exist (platform.cpus = {cpus})"));
+                }
+                if let Some(owner) = &hosted[c as usize] {
+                    // The host side of a pCPU that runs a pinned vCPU is not modelled yet.
+                    return err(
+                        format!("{p}.cpus[{j}]"),
+                        format!("cpu {c} runs a vCPU of {owner}; host tasks and host interrupts cannot target it"),
+                    );
+                }
+            }
+        }
+    }
+    Ok(())
+}
