@@ -1,5 +1,20 @@
 //! irqlab-core: a deterministic discrete-event engine and the interrupt-delivery
 //! models built on it. Pure Rust; the Python bindings live in `irqlab-py`.
+//!
+//! - [`engine`]: time, event queue, timers, RNG streams, stats, Perfetto trace.
+//! - [`scenario`]: the scenario schema, loading and validation.
+//! - [`hw`], [`os`], [`virt`], [`workload`]: the machine model's parts.
+//! - [`machine`]: wiring and event dispatch; [`run`]: a scenario end to end.
 
 pub mod engine;
+pub mod hw;
+pub mod machine;
+pub mod os;
+pub mod report;
+pub mod run;
 pub mod scenario;
+pub mod virt;
+pub mod workload;
+
+pub use run::{run, to_json, RunOptions, RunOutput};
+pub use scenario::{load, Scenario, ScenarioError};

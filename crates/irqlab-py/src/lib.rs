@@ -1,1 +1,69 @@
+//! `irqlab._core`: converts and forwards. No model logic lives here.
+//! Bad input becomes `ScenarioError` (a `ValueError`); a panic in the core is
+//! caught and becomes a `RuntimeError`, never an abort across the boundary.
 
+use pyo3::create_exception;
+use pyo3::exceptions::{PyRuntimeError, PyValueError};
+use pyo3::prelude::*;
+use pyo3::types::PyBytes;
+use std::panic::{catch_unwind, AssertUnwindSafe};
+
+create_exception!(_core, ScenarioError, PyValueError, "A scenario, override or option is invalid; the message is one line.");
+
+fn load(text: &str, origin: &str, overrides: Vec<String>) -> PyResult<irqlab_core::Scenario> {
+    irqlab_core::load(text, origin, &overrides).map_err(|e| ScenarioError::new_err(e.0))
+}
+
+fn guarded<T>(f: impl FnOnce() -> T) -> PyResult<T> {
+    catch_unwind(AssertUnwindSafe(f)).map_err(|p| {
+        let msg = p
+            .downcast_ref::<String>()
+            .cloned()
+            .or_else(|| p.downcast_ref::<&str>().map(|s| s.to_string()))
+            .unwrap_or_else(|| "unknown panic".into());
+        PyRuntimeError::new_err(format!("internal error in irqlab-core: {msg}"))
+    })
+}
+
+/// Validates a scenario and returns it, normalized, as JSON.
+#[pyfunction]
+#[pyo3(signature = (text, origin, overrides=vec![]))]
+fn load_scenario(text: &str, origin: &str, overrides: Vec<String>) -> PyResult<String> {
+    let sc = load(text, origin, overrides)?;
+    serde_json::to_string(&sc).map_err(|e| PyRuntimeError::new_err(e.to_string()))
+}
+
+/// Runs a scenario with the GIL released; returns (result JSON, trace bytes or None).
+#[pyfunction]
+#[pyo3(signature = (text, origin, overrides=vec![], seed=None, trace=false))]
+fn run(py: Python<'_>, text: &str, origin: &str, overrides: Vec<String>, seed: Option<u64>, trace: bool) -> PyResult<(String, PyObject)> {
+    let sc = load(text, origin, overrides)?;
+    let (json, bytes) = py.allow_threads(|| {
+        guarded(|| {
+            let out = irqlab_core::run(&sc, irqlab_core::RunOptions { seed, trace, audit: false });
+            (irqlab_core::to_json(&sc, &out), out.trace)
+        })
+    })?;
+    let bytes = match bytes {
+        Some(b) => PyBytes::new_bound(py, &b).into_any().unbind(),
+        None => py.None(),
+    };
+    Ok((json, bytes))
+}
+
+/// The JSON Schema of the scenario format.
+#[pyfunction]
+fn schema() -> String {
+    irqlab_core::scenario::json_schema()
+}
+
+#[pymodule]
+fn _core(m: &Bound<'_, PyModule>) -> PyResult<()> {
+    m.add("__version__", env!("CARGO_PKG_VERSION"))?;
+    m.add("ScenarioError", m.py().get_type_bound::<ScenarioError>())?;
+    m.add_function(wrap_pyfunction!(load_scenario, m)?)?;
+    m.add("load", m.getattr("load_scenario")?)?;
+    m.add_function(wrap_pyfunction!(run, m)?)?;
+    m.add_function(wrap_pyfunction!(schema, m)?)?;
+    Ok(())
+}

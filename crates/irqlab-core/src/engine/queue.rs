@@ -12,21 +12,35 @@ pub trait EventQueue<E> {
     /// Removes the earliest event; ties go to the one inserted first.
     fn pop(&mut self) -> Option<(Ps, E)>;
     fn peek_time(&self) -> Option<Ps>;
+    /// Pops the earliest event if it is due at or before `until`.
+    fn pop_until(&mut self, until: Ps) -> Option<(Ps, E)> {
+        match self.peek_time() {
+            Some(t) if t <= until => self.pop(),
+            _ => None,
+        }
+    }
     fn len(&self) -> usize;
     fn is_empty(&self) -> bool {
         self.len() == 0
     }
 }
 
+/// `key` is `(time << 64) | seq`: one integer compare orders by time, then insertion.
 struct Entry<E> {
-    at: Ps,
-    seq: u64,
+    key: u128,
     ev: E,
+}
+
+impl<E> Entry<E> {
+    #[inline]
+    fn at(&self) -> Ps {
+        (self.key >> 64) as Ps
+    }
 }
 
 impl<E> PartialEq for Entry<E> {
     fn eq(&self, o: &Self) -> bool {
-        self.at == o.at && self.seq == o.seq
+        self.key == o.key
     }
 }
 impl<E> Eq for Entry<E> {}
@@ -38,7 +52,7 @@ impl<E> PartialOrd for Entry<E> {
 impl<E> Ord for Entry<E> {
     // Reversed: BinaryHeap is a max-heap and we want the earliest first.
     fn cmp(&self, o: &Self) -> Ordering {
-        o.at.cmp(&self.at).then_with(|| o.seq.cmp(&self.seq))
+        o.key.cmp(&self.key)
     }
 }
 
@@ -66,7 +80,7 @@ impl<E> EventQueue<E> for HeapQueue<E> {
             self.now_fifo.push_back(ev);
         } else {
             self.seq += 1;
-            self.heap.push(Entry { at, seq: self.seq, ev });
+            self.heap.push(Entry { key: ((at as u128) << 64) | self.seq as u128, ev });
         }
     }
 
@@ -76,15 +90,30 @@ impl<E> EventQueue<E> for HeapQueue<E> {
         // time was still earlier), so they keep their place ahead of it.
         if !self.now_fifo.is_empty() {
             match self.heap.peek() {
-                Some(top) if top.at <= self.fifo_at => {}
+                Some(top) if top.at() <= self.fifo_at => {}
                 _ => return self.now_fifo.pop_front().map(|e| (self.fifo_at, e)),
             }
         }
-        self.heap.pop().map(|e| (e.at, e.ev))
+        self.heap.pop().map(|e| (e.at(), e.ev))
+    }
+
+    #[inline]
+    fn pop_until(&mut self, until: Ps) -> Option<(Ps, E)> {
+        if !self.now_fifo.is_empty() {
+            match self.heap.peek() {
+                Some(top) if top.at() <= self.fifo_at => {}
+                _ if self.fifo_at <= until => return self.now_fifo.pop_front().map(|e| (self.fifo_at, e)),
+                _ => return None,
+            }
+        }
+        match self.heap.peek() {
+            Some(top) if top.at() <= until => self.heap.pop().map(|e| (e.at(), e.ev)),
+            _ => None,
+        }
     }
 
     fn peek_time(&self) -> Option<Ps> {
-        let h = self.heap.peek().map(|e| e.at);
+        let h = self.heap.peek().map(|e| e.at());
         match (h, self.now_fifo.is_empty()) {
             (Some(h), false) => Some(h.min(self.fifo_at)),
             (None, false) => Some(self.fifo_at),

@@ -113,11 +113,7 @@ impl<E: Copy> Scheduler<E> {
     #[inline]
     pub fn next_before(&mut self, until: Ps) -> Option<E> {
         loop {
-            match self.queue.peek_time() {
-                Some(t) if t <= until => {}
-                _ => return None,
-            }
-            let (t, env) = self.queue.pop()?;
+            let (t, env) = self.queue.pop_until(until)?;
             self.now = t;
             if env.slot != 0 {
                 let g = &mut self.timer_gen[env.slot as usize];

@@ -22,8 +22,10 @@ pub fn ps_to_ns(t: Ps) -> f64 {
 }
 
 /// Seconds (a sampled interarrival, say) to picoseconds, rounded to nearest.
+#[inline]
 pub fn s_to_ps(s: f64) -> Ps {
-    (s * PS_PER_S as f64).round() as Ps
+    // Non-negative inputs only: adding 0.5 and truncating rounds without a libm call.
+    (s * PS_PER_S as f64 + 0.5) as Ps
 }
 
 /// Parses `"300ns"`, `"10us"`, `"1.5ms"`, `"0.5s"`, `"2ps"`, `"0"`.

@@ -185,6 +185,9 @@ pub struct Source {
     /// NMI priority: gets through PMR masking (pseudo-NMI), not DAIF.
     #[serde(default)]
     pub nmi: bool,
+    /// No arrivals from this time on (lets a run drain).
+    #[serde(default)]
+    pub stop: Option<Time>,
 }
 
 #[derive(Clone, Copy, Debug, Default, Deserialize, Serialize, JsonSchema, PartialEq, Eq)]

@@ -1,0 +1,214 @@
+//! A CPU as a stack of frames: the running code is the top frame; an interrupt
+//! pushes a frame over it and the interrupted segment resumes, with the work it
+//! had left, when that frame pops. Each frame says what it masks, which is all
+//! the interrupt controller needs to decide whether it can be interrupted.
+
+use crate::engine::time::Ps;
+use crate::engine::trace::TrackId;
+use crate::engine::TimerHandle;
+use crate::hw::irqchip::Pending;
+use std::collections::VecDeque;
+
+/// Exception level of the code in a frame: the host kernel (and hypervisor), or
+/// the guest running on this pCPU's pinned vCPU.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Level {
+    Host = 0,
+    Guest = 1,
+}
+
+/// What the running code masks.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Mask {
+    /// Interrupts enabled.
+    Open,
+    /// `ICC_PMR_EL1` at the "IRQs off" priority (pseudo-NMI): NMI-priority interrupts still get through.
+    Pmr,
+    /// `PSTATE.DAIF.I` set: nothing gets through (exception entry and exit always run like this).
+    Daif,
+}
+
+impl Mask {
+    #[inline]
+    pub fn admits(self, nmi: bool) -> bool {
+        match self {
+            Mask::Open => true,
+            Mask::Pmr => nmi,
+            Mask::Daif => false,
+        }
+    }
+}
+
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum TaskPhase {
+    /// User-mode work.
+    User,
+    /// Synchronous exception entry (`el0_sync` up to the handler), DAIF-masked.
+    Entry,
+    /// The body's critical section under `local_irq_disable()`.
+    IrqsOff,
+    /// The rest of the exception body, interrupts enabled.
+    Body,
+    /// Return to user (`ret_to_user`), DAIF-masked.
+    Exit,
+}
+
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum IrqPhase {
+    /// IRQ exception entry, up to reading `ICC_IAR1_EL1`.
+    Entry,
+    /// The driver's hardirq handler.
+    Handler,
+    /// `irq_exit` and exception return.
+    Exit,
+}
+
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum HypPhase {
+    /// Guest exit to the hypervisor.
+    Exit,
+    /// Acknowledge/EOI the physical interrupt, look up its virtual target.
+    Handler,
+    /// Make the virtual interrupt pending for the vCPU (list register).
+    Inject,
+    /// Back into the guest.
+    Entry,
+}
+
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Work {
+    /// The idle loop (or the guest's, in place: WFI is not trapped here).
+    Idle,
+    Task { task: u32, phase: TaskPhase },
+    /// `context_switch()` to `next`.
+    Switch { next: u32 },
+    Irq { src: u32, phase: IrqPhase },
+    /// `__do_softirq()`: deferred work raised by handlers.
+    Softirq,
+    Hyp { src: u32, phase: HypPhase },
+}
+
+#[derive(Clone, Copy, Debug)]
+pub struct Frame {
+    pub work: Work,
+    pub level: Level,
+    pub mask: Mask,
+    /// Whether the current phase opened a trace slice.
+    pub traced: bool,
+    /// Work left in the current phase.
+    pub left: Ps,
+    /// For interrupt frames: when the device raised it, and its trace flow id.
+    pub origin: Ps,
+    pub flow: u64,
+}
+
+impl Frame {
+    pub fn new(work: Work, level: Level, mask: Mask, left: Ps) -> Frame {
+        Frame { work, level, mask, traced: false, left, origin: 0, flow: 0 }
+    }
+}
+
+/// Where CPU time goes, for the shares in the report.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Class {
+    Idle = 0,
+    User,
+    Kernel,
+    Hardirq,
+    Softirq,
+    Hyp,
+}
+pub const CLASSES: [&str; 6] = ["idle", "user", "kernel", "hardirq", "softirq", "hyp"];
+
+impl Frame {
+    pub fn class(&self) -> Class {
+        match self.work {
+            Work::Idle => Class::Idle,
+            Work::Task { phase: TaskPhase::User, .. } => Class::User,
+            Work::Task { .. } | Work::Switch { .. } => Class::Kernel,
+            Work::Irq { .. } => Class::Hardirq,
+            Work::Softirq => Class::Softirq,
+            Work::Hyp { .. } => Class::Hyp,
+        }
+    }
+}
+
+pub struct Cpu {
+    pub stack: Vec<Frame>,
+    /// When the top frame last started running (valid while `timer` is set).
+    pub started: Ps,
+    pub timer: Option<TimerHandle>,
+    /// Physical interrupts pending at this CPU's redistributor / local APIC.
+    pub pending: Pending,
+    /// Virtual interrupts injected for the vCPU pinned here, waiting for the guest to unmask.
+    pub vpending: Pending,
+    /// `(vm, vcpu)` pinned to this pCPU.
+    pub vcpu: Option<(u32, u32)>,
+    /// Softirq work raised and not yet run, per level.
+    pub softirq_work: [Ps; 2],
+    pub rq: VecDeque<u32>,
+    pub current: Option<u32>,
+    pub slice_start: Ps,
+    /// Time per level and class since the last stats reset.
+    pub time: [[Ps; 6]; 2],
+    pub class_since: Ps,
+    pub irqs: u64,
+    pub track: TrackId,
+    pub vtrack: TrackId,
+}
+
+impl Cpu {
+    pub fn new(track: TrackId, vtrack: TrackId) -> Self {
+        Cpu {
+            stack: Vec::with_capacity(16),
+            started: 0,
+            timer: None,
+            pending: Pending::default(),
+            vpending: Pending::default(),
+            vcpu: None,
+            softirq_work: [0; 2],
+            rq: VecDeque::new(),
+            current: None,
+            slice_start: 0,
+            time: [[0; 6]; 2],
+            class_since: 0,
+            irqs: 0,
+            track,
+            vtrack,
+        }
+    }
+
+    #[inline]
+    pub fn top(&self) -> &Frame {
+        self.stack.last().expect("a CPU always has a base frame (a task or idle)")
+    }
+
+    #[inline]
+    pub fn top_mut(&mut self) -> &mut Frame {
+        self.stack.last_mut().expect("a CPU always has a base frame (a task or idle)")
+    }
+
+    /// Charges the time since the last change to the frame on top.
+    #[inline]
+    pub fn account(&mut self, now: Ps) {
+        if let Some(f) = self.stack.last() {
+            let (lvl, cls) = (f.level as usize, f.class() as usize);
+            self.time[lvl][cls] += now - self.class_since;
+        }
+        self.class_since = now;
+    }
+
+    pub fn reset_time(&mut self, now: Ps) {
+        self.account(now);
+        self.time = [[0; 6]; 2];
+        self.irqs = 0;
+    }
+
+    pub fn class_time(&self, c: Class) -> Ps {
+        self.time[0][c as usize] + self.time[1][c as usize]
+    }
+
+    pub fn level_time(&self, l: Level) -> Ps {
+        self.time[l as usize].iter().sum()
+    }
+}

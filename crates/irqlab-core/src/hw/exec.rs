@@ -1,0 +1,173 @@
+//! Running a CPU: start the top frame's phase, pause it when something is
+//! pushed over it, and move through phases and frames as they finish. At every
+//! boundary the interrupt controller is asked whether an interrupt is now
+//! deliverable, so unmasking delivers what was held back.
+
+use crate::engine::time::NEVER;
+use crate::engine::Scheduler;
+use crate::hw::cpu::{Frame, Level, Mask, Work};
+use crate::machine::{Ev, Machine};
+
+impl Machine {
+    /// Stops the running phase of the top frame, keeping the work it has left.
+    pub(crate) fn pause_top(&mut self, s: &mut Scheduler<Ev>, c: usize) {
+        let now = s.now();
+        let cpu = &mut self.cpus[c];
+        if let Some(h) = cpu.timer.take() {
+            s.cancel(h);
+            let started = cpu.started;
+            let f = cpu.top_mut();
+            f.left -= (now - started).min(f.left);
+        }
+        cpu.account(now);
+    }
+
+    /// Runs the top frame (which is paused): delivers what the mask admits,
+    /// finishes zero-length phases, and arms the timer for the rest.
+    pub(crate) fn run_top(&mut self, s: &mut Scheduler<Ev>, c: usize) {
+        loop {
+            if self.deliver(s, c) {
+                continue;
+            }
+            let left = self.cpus[c].top().left;
+            if left == 0 {
+                self.phase_done(s, c);
+                continue;
+            }
+            let cpu = &mut self.cpus[c];
+            cpu.started = s.now();
+            if left != NEVER {
+                cpu.timer = Some(s.timer_after(left, Ev::Done(c as u32)));
+            }
+            return;
+        }
+    }
+
+    /// Takes the next interrupt the top frame admits, if any.
+    #[inline]
+    fn deliver(&mut self, s: &mut Scheduler<Ev>, c: usize) -> bool {
+        let cpu = &mut self.cpus[c];
+        if cpu.pending.is_empty() && cpu.vpending.is_empty() {
+            return false;
+        }
+        let top = *cpu.top();
+        let guest = top.level == Level::Guest;
+        if let Some(src) = cpu.pending.take(guest || top.mask.admits(true), guest || top.mask.admits(false)) {
+            self.take_physical(s, c, src);
+            return true;
+        }
+        if guest {
+            if let Some(src) = cpu.vpending.take(top.mask.admits(true), top.mask.admits(false)) {
+                self.take_virtual(s, c, src);
+                return true;
+            }
+        }
+        false
+    }
+
+    pub(crate) fn push_frame(&mut self, s: &mut Scheduler<Ev>, c: usize, mut f: Frame) {
+        let now = s.now();
+        self.cpus[c].account(now);
+        f.traced = self.trace_begin(now, c, &f);
+        self.cpus[c].stack.push(f);
+    }
+
+    /// Pops the top frame, closing its slice if the phase was cut short.
+    pub(crate) fn pop_frame(&mut self, s: &mut Scheduler<Ev>, c: usize) -> Frame {
+        let now = s.now();
+        self.cpus[c].account(now);
+        let f = self.cpus[c].stack.pop().expect("pop on a CPU with frames");
+        if f.traced {
+            let track = self.track_of(c, f.level);
+            self.tracer.end(now, track);
+        }
+        f
+    }
+
+    /// Moves the top frame to its next phase.
+    pub(crate) fn set_phase(&mut self, s: &mut Scheduler<Ev>, c: usize, work: Work, mask: Mask, left: crate::engine::Ps) {
+        let now = s.now();
+        let mut f = *self.cpus[c].top();
+        f.work = work;
+        f.mask = mask;
+        f.left = left;
+        f.traced = self.trace_begin(now, c, &f);
+        *self.cpus[c].top_mut() = f;
+    }
+
+    /// The top frame's phase ran to its end.
+    fn phase_done(&mut self, s: &mut Scheduler<Ev>, c: usize) {
+        let now = s.now();
+        self.cpus[c].account(now);
+        let f = *self.cpus[c].top();
+        if f.traced {
+            let track = self.track_of(c, f.level);
+            self.tracer.end(now, track);
+            self.cpus[c].top_mut().traced = false;
+        }
+        match f.work {
+            Work::Task { task, phase } => self.task_phase_done(s, c, task, phase),
+            Work::Switch { next } => self.switch_done(s, c, next),
+            Work::Irq { src, phase } => self.irq_phase_done(s, c, src, phase, f),
+            Work::Softirq => {
+                self.pop_frame(s, c);
+            }
+            Work::Hyp { src, phase } => self.hyp_phase_done(s, c, src, phase, f),
+            Work::Idle => unreachable!("idle never ends"),
+        }
+    }
+
+    pub(crate) fn track_of(&self, c: usize, level: Level) -> crate::engine::trace::TrackId {
+        match level {
+            Level::Host => self.cpus[c].track,
+            Level::Guest => self.cpus[c].vtrack,
+        }
+    }
+
+    /// Opens a slice for a phase that takes time; returns whether it did.
+    fn trace_begin(&mut self, now: crate::engine::Ps, c: usize, f: &Frame) -> bool {
+        if !self.tracer.on() || f.left == 0 || f.work == Work::Idle {
+            return false;
+        }
+        let (cat, name, flow) = self.label(f);
+        let track = self.track_of(c, f.level);
+        self.tracer.begin(now, track, cat, &name, flow);
+        true
+    }
+
+    /// Trace category and name of a frame's phase (only computed when tracing).
+    fn label(&self, f: &Frame) -> (&'static str, String, Option<u64>) {
+        use crate::hw::cpu::{HypPhase as H, IrqPhase as I, TaskPhase as T};
+        match f.work {
+            Work::Idle => ("idle", "idle".into(), None),
+            Work::Task { task, phase } => {
+                let t = &self.tasks[task as usize];
+                match phase {
+                    T::User => ("task", format!("{} user", t.name), None),
+                    T::Entry => ("exception", "exception entry".into(), None),
+                    T::IrqsOff => ("exception", "irqs off".into(), None),
+                    T::Body => ("exception", t.kind_name().into(), None),
+                    T::Exit => ("exception", "exception exit".into(), None),
+                }
+            }
+            Work::Switch { .. } => ("sched", "context switch".into(), None),
+            Work::Irq { src, phase } => match phase {
+                I::Entry => ("hardirq", "irq entry".into(), None),
+                I::Handler => ("hardirq", self.srcs[src as usize].handler_name.clone(), Some(f.flow)),
+                I::Exit => ("hardirq", "irq exit".into(), None),
+            },
+            Work::Softirq => ("softirq", "softirq".into(), None),
+            Work::Hyp { phase, .. } => (
+                "hypervisor",
+                match phase {
+                    H::Exit => "vm exit",
+                    H::Handler => "hyp irq",
+                    H::Inject => "inject",
+                    H::Entry => "vm entry",
+                }
+                .into(),
+                None,
+            ),
+        }
+    }
+}

@@ -1,0 +1,72 @@
+//! MSI sources: a device queue's interrupt vector. Arrivals are Poisson or
+//! periodic (a timer tick), each one an MSI write through the fabric. The
+//! pending state (the LPI pending bit) lives here, beside the source, because
+//! the interrupt controller pends per interrupt ID, not per write.
+
+use crate::engine::rng::{exp_sample, Rng};
+use crate::engine::time::{s_to_ps, Ps, NEVER};
+use crate::engine::trace::TrackId;
+use rand::Rng as _;
+
+pub struct Source {
+    pub name: String,
+    /// Index of the `[[source]]` table this instance came from.
+    pub group: u32,
+    /// Mean gap between arrivals in seconds (`f64::INFINITY` for a silent source).
+    pub mean_gap_s: f64,
+    pub periodic: bool,
+    pub stop: Ps,
+    pub rng: Rng,
+    /// The pCPU whose interrupt controller receives the physical interrupt.
+    pub cpu: u32,
+    /// Assigned to this VM: the interrupt goes through the hypervisor.
+    pub vm: Option<u32>,
+    pub handler: Ps,
+    pub softirq: Ps,
+    pub nmi: bool,
+
+    /// Physical pending bit, when it was first raised, its flow id, and how many
+    /// writes (completions) it stands for.
+    pub pending: bool,
+    pub raised: Ps,
+    pub flow: u64,
+    pub events: u32,
+    /// Writes still crossing the fabric: when each was raised, and its flow id.
+    pub in_fabric: std::collections::VecDeque<(Ps, u64)>,
+    /// Writes acknowledged by the hypervisor and not yet injected (VM sources).
+    pub inflight: u32,
+    /// The same for the virtual interrupt injected into the guest.
+    pub vpending: bool,
+    pub vraised: Ps,
+    pub vflow: u64,
+    pub vevents: u32,
+
+    pub handled: u64,
+    pub track: TrackId,
+    pub handler_name: String,
+}
+
+impl Source {
+    /// Time to the next arrival, or `NEVER`.
+    #[inline]
+    pub fn next_gap(&mut self) -> Ps {
+        if !self.mean_gap_s.is_finite() {
+            return NEVER;
+        }
+        if self.periodic {
+            s_to_ps(self.mean_gap_s)
+        } else {
+            s_to_ps(exp_sample(&mut self.rng, self.mean_gap_s))
+        }
+    }
+
+    /// The first arrival: periodic sources start at a random phase so that many
+    /// ticks do not all line up at t = 0.
+    pub fn first_gap(&mut self) -> Ps {
+        if self.periodic && self.mean_gap_s.is_finite() {
+            s_to_ps(self.rng.gen::<f64>() * self.mean_gap_s)
+        } else {
+            self.next_gap()
+        }
+    }
+}

@@ -1,0 +1,365 @@
+//! The machine: the scenario's components wired together, and the event
+//! dispatch. Behaviour lives with each component (`hw/`, `os/`, `virt/`,
+//! `workload/`) as `impl Machine` blocks; this file only builds and routes.
+
+use crate::engine::rng::stream;
+use crate::engine::stats::{Latency, Series};
+use crate::engine::time::{Ps, NEVER};
+use crate::engine::trace::{TraceBounds, Tracer, TrackId};
+use crate::engine::{Model, Scheduler};
+use crate::hw::cpu::{Cpu, Frame, Level, Mask, Work};
+use crate::hw::fabric::Fabric;
+use crate::hw::msi::Source;
+use crate::scenario::{Arrival, Masking, Scenario};
+use crate::workload::TaskState;
+use std::collections::{BTreeMap, HashSet};
+
+/// Events are small and `Copy`; what they refer to lives in the machine.
+#[derive(Clone, Copy, Debug)]
+pub enum Ev {
+    /// A source's next arrival: it starts an MSI write.
+    Fire(u32),
+    /// An MSI write left the fabric and reached the interrupt controller.
+    /// (When it was raised and its flow id wait in the source's `in_fabric` queue.)
+    Arrive(u32),
+    /// The top frame of a CPU finished its current phase.
+    Done(u32),
+    /// Sample the time series.
+    Sample,
+}
+
+/// Costs from the scenario, in ps, converted once.
+pub struct Costs {
+    pub irq_entry: Ps,
+    pub irq_exit: Ps,
+    pub exc_entry: Ps,
+    pub exc_exit: Ps,
+    pub switch: Ps,
+    pub timeslice: Ps,
+    /// What `local_irq_disable()` sets: DAIF.I, or the PMR under pseudo-NMI.
+    pub irqs_off_mask: Mask,
+    pub hyp_exit: Ps,
+    pub hyp_handler: Ps,
+    pub hyp_inject: Ps,
+    pub hyp_entry: Ps,
+}
+
+/// Counters reset at the end of warm-up.
+#[derive(Clone, Default)]
+pub struct Counters {
+    pub writes: u64,
+    pub merged: u64,
+    pub vmerged: u64,
+    pub host_irqs: u64,
+    pub guest_irqs: u64,
+    pub vm_exits: u64,
+    pub switches: u64,
+    pub irq_latency: Latency,
+    pub virq_latency: Latency,
+}
+
+/// Lifetime bookkeeping for invariant checks; never reset.
+#[derive(Clone, Debug, Default)]
+pub struct Audit {
+    pub writes: u64,
+    pub arrived: u64,
+    /// Writes (completions) handed to a handler: host handler, or guest handler for VM sources.
+    pub events_delivered: u64,
+    pub double_deliveries: u64,
+    pub time_reversals: u64,
+    pub last_now: Ps,
+    /// Flow ids of delivered interrupts, kept only when auditing.
+    pub delivered: Option<HashSet<u64>>,
+}
+
+pub struct Machine {
+    pub c: Costs,
+    pub cpus: Vec<Cpu>,
+    pub srcs: Vec<Source>,
+    pub src_groups: Vec<String>,
+    pub tasks: Vec<TaskState>,
+    pub task_groups: Vec<String>,
+    pub fabric: Fabric,
+    pub n: Counters,
+    pub audit: Audit,
+    pub tracer: Tracer,
+    pub msi_tracks: Vec<TrackId>,
+    pub backlog_track: Option<TrackId>,
+    pub warmup: Ps,
+    pub end: Ps,
+    pub interval: Ps,
+    pub series: BTreeMap<String, Series>,
+    pub last_sample: crate::report::Snapshot,
+}
+
+impl Machine {
+    pub fn new(sc: &Scenario, seed: u64, trace: bool) -> Machine {
+        let warmup = sc.warmup.ps();
+        let end = sc.duration.ps();
+        let mut tracer = if trace {
+            let start = sc.trace.start.map(|t| t.ps()).unwrap_or(warmup);
+            let stop = sc.trace.end.map(|t| t.ps()).unwrap_or(end);
+            Tracer::new(TraceBounds { start, end: stop, max_events: sc.trace.max_events as usize })
+        } else {
+            Tracer::disabled()
+        };
+        let mut vcpu_of = vec![None; sc.platform.cpus as usize];
+        for (v, vm) in sc.vms.iter().enumerate() {
+            for (i, &p) in vm.pcpus.iter().enumerate() {
+                vcpu_of[p as usize] = Some((v as u32, i as u32));
+            }
+        }
+        let cpus: Vec<Cpu> = (0..sc.platform.cpus)
+            .map(|i| {
+                let t = tracer.track(&format!("cpu{i}"), None);
+                let vt = match vcpu_of[i as usize] {
+                    Some((v, j)) => tracer.track(&format!("{}.vcpu{j}", sc.vms[v as usize].name), Some(t)),
+                    None => t,
+                };
+                let mut c = Cpu::new(t, vt);
+                c.vcpu = vcpu_of[i as usize];
+                c
+            })
+            .collect();
+        // A placement in a VM names a vCPU; the machine needs the pCPU behind it.
+        let pcpu = |vm: &Option<String>, c: u32| -> (u32, Option<u32>, Level) {
+            match vm {
+                Some(name) => {
+                    let v = sc.vms.iter().position(|x| &x.name == name).expect("validated");
+                    (sc.vms[v].pcpus[c as usize], Some(v as u32), Level::Guest)
+                }
+                None => (c, None, Level::Host),
+            }
+        };
+        let mut srcs = Vec::new();
+        let mut msi_tracks = Vec::new();
+        for (g, s) in sc.sources.iter().enumerate() {
+            let track = tracer.track(&format!("{} msi", s.name), None);
+            msi_tracks.push(track);
+            for i in 0..s.count {
+                let name = if s.count > 1 { format!("{}.{i}", s.name) } else { s.name.clone() };
+                let (cpu, vm, _) = pcpu(&s.vm, s.cpus[i as usize % s.cpus.len()]);
+                srcs.push(Source {
+                    rng: stream(seed, &format!("source/{name}")),
+                    handler_name: format!("{name} handler"),
+                    name,
+                    group: g as u32,
+                    mean_gap_s: if s.rate.0 > 0.0 { 1.0 / s.rate.0 } else { f64::INFINITY },
+                    periodic: s.arrival == Arrival::Periodic,
+                    stop: s.stop.map(|t| t.ps()).unwrap_or(NEVER),
+                    cpu,
+                    vm,
+                    handler: s.handler.ps(),
+                    softirq: s.softirq.ps(),
+                    nmi: s.nmi,
+                    pending: false,
+                    raised: 0,
+                    flow: 0,
+                    events: 0,
+                    inflight: 0,
+                    in_fabric: Default::default(),
+                    vpending: false,
+                    vraised: 0,
+                    vflow: 0,
+                    vevents: 0,
+                    handled: 0,
+                    track,
+                });
+            }
+        }
+        let mut tasks = Vec::new();
+        let mut cpus = cpus;
+        for (g, t) in sc.tasks.iter().enumerate() {
+            for i in 0..t.count {
+                let (cpu, _, level) = pcpu(&t.vm, t.cpus[i as usize % t.cpus.len()]);
+                let id = tasks.len() as u32;
+                tasks.push(TaskState {
+                    name: if t.count > 1 { format!("{}.{i}", t.name) } else { t.name.clone() },
+                    group: g as u32,
+                    level,
+                    work: t.work.ps(),
+                    kind: t.exception,
+                    body: t.body.ps(),
+                    irqs_off: t.irqs_off.ps(),
+                    saved: None,
+                    ops: 0,
+                });
+                cpus[cpu as usize].rq.push_back(id);
+            }
+        }
+        let backlog_track = if sc.fabric.msi_write.ps() > 0 { Some(tracer.counter_track("fabric backlog", "ns")) } else { None };
+        let span = end - warmup;
+        Machine {
+            c: Costs {
+                irq_entry: sc.cpu.irq_entry.ps(),
+                irq_exit: sc.cpu.irq_exit.ps(),
+                exc_entry: sc.cpu.exception_entry.ps(),
+                exc_exit: sc.cpu.exception_exit.ps(),
+                switch: sc.cpu.context_switch.ps(),
+                timeslice: sc.cpu.timeslice.ps(),
+                irqs_off_mask: match sc.cpu.masking {
+                    Masking::Daif => Mask::Daif,
+                    Masking::Pmr => Mask::Pmr,
+                },
+                hyp_exit: sc.hypervisor.exit.ps(),
+                hyp_handler: sc.hypervisor.handler.ps(),
+                hyp_inject: sc.hypervisor.inject.ps(),
+                hyp_entry: sc.hypervisor.entry.ps(),
+            },
+            cpus,
+            srcs,
+            src_groups: sc.sources.iter().map(|s| s.name.clone()).collect(),
+            tasks,
+            task_groups: sc.tasks.iter().map(|t| t.name.clone()).collect(),
+            fabric: Fabric::new(sc.fabric.msi_write.ps(), sc.fabric.slots, sc.fabric.latency.ps()),
+            n: Counters::default(),
+            audit: Audit::default(),
+            tracer,
+            msi_tracks,
+            backlog_track,
+            warmup,
+            end,
+            interval: sc.stats.series_interval.map(|t| t.ps()).unwrap_or((span / 100).max(1)),
+            series: BTreeMap::new(),
+            last_sample: Default::default(),
+        }
+    }
+
+    /// Puts every CPU's first frame in place and schedules the first arrivals.
+    pub fn start(&mut self, s: &mut Scheduler<Ev>) {
+        for c in 0..self.cpus.len() {
+            let cpu = &mut self.cpus[c];
+            let base = match cpu.rq.pop_front() {
+                Some(t) => {
+                    cpu.current = Some(t);
+                    let task = &self.tasks[t as usize];
+                    task.first_frame(t)
+                }
+                None => Frame::new(Work::Idle, if cpu.vcpu.is_some() { Level::Guest } else { Level::Host }, Mask::Open, NEVER),
+            };
+            self.push_frame(s, c, base);
+            self.run_top(s, c);
+        }
+        for i in 0..self.srcs.len() {
+            let gap = self.srcs[i].first_gap();
+            if gap != NEVER && gap < self.srcs[i].stop {
+                s.at(gap, Ev::Fire(i as u32));
+            }
+        }
+        s.at(self.warmup + self.interval, Ev::Sample);
+    }
+
+    /// A source fires: the device writes its MSI, which crosses the fabric.
+    fn fire(&mut self, s: &mut Scheduler<Ev>, i: u32) {
+        let now = s.now();
+        let src = &mut self.srcs[i as usize];
+        let gap = src.next_gap();
+        if gap != NEVER && now.saturating_add(gap) < src.stop {
+            s.at(now + gap, Ev::Fire(i));
+        }
+        self.n.writes += 1;
+        self.audit.writes += 1;
+        let flow = self.audit.writes;
+        if self.tracer.on() {
+            let track = self.msi_tracks[src.group as usize];
+            self.tracer.instant(now, track, "msi", &src.name, Some(flow));
+            if let Some(t) = self.backlog_track {
+                self.tracer.counter(now, t, self.fabric.backlog(now) as f64 / 1e3);
+            }
+        }
+        let at = self.fabric.submit(now);
+        if at == now {
+            self.arrive(s, i, now, flow);
+        } else {
+            // The fabric is FIFO, so a source's writes leave it in the order they entered.
+            self.srcs[i as usize].in_fabric.push_back((now, flow));
+            s.at(at, Ev::Arrive(i));
+        }
+    }
+
+    /// The interrupt controller sets the pending bit, or merges into it.
+    fn arrive(&mut self, s: &mut Scheduler<Ev>, i: u32, raised: Ps, flow: u64) {
+        self.audit.arrived += 1;
+        let src = &mut self.srcs[i as usize];
+        if src.pending {
+            src.events += 1;
+            self.n.merged += 1;
+            return;
+        }
+        src.pending = true;
+        src.raised = raised;
+        src.flow = flow;
+        src.events = 1;
+        let (c, nmi) = (src.cpu as usize, src.nmi);
+        self.cpus[c].pending.push(i, nmi);
+        let top = *self.cpus[c].top();
+        // A running guest does not mask physical interrupts: they exit to the hypervisor.
+        if top.level == Level::Guest || top.mask.admits(nmi) {
+            self.pause_top(s, c);
+            self.run_top(s, c);
+        }
+    }
+
+    /// Lifetime count of writes not yet handed to a handler.
+    pub fn pending_events(&self) -> u64 {
+        let in_fabric = self.audit.writes - self.audit.arrived;
+        let held: u64 = self
+            .srcs
+            .iter()
+            .map(|s| {
+                (if s.pending { s.events as u64 } else { 0 })
+                    + s.inflight as u64
+                    + if s.vpending { s.vevents as u64 } else { 0 }
+            })
+            .sum();
+        in_fabric + held
+    }
+
+    /// Zeroes every metric at the end of warm-up.
+    pub fn reset_stats(&mut self, now: Ps) {
+        self.n = Counters::default();
+        for c in &mut self.cpus {
+            c.reset_time(now);
+        }
+        for s in &mut self.srcs {
+            s.handled = 0;
+        }
+        for t in &mut self.tasks {
+            t.ops = 0;
+        }
+        self.fabric.reset();
+        self.last_sample = Default::default();
+    }
+}
+
+impl Model for Machine {
+    type Event = Ev;
+
+    #[inline]
+    fn handle(&mut self, s: &mut Scheduler<Ev>, ev: Ev) {
+        let now = s.now();
+        if now < self.audit.last_now {
+            self.audit.time_reversals += 1;
+        }
+        self.audit.last_now = now;
+        match ev {
+            Ev::Fire(i) => self.fire(s, i),
+            Ev::Arrive(i) => {
+                let (raised, flow) = self.srcs[i as usize].in_fabric.pop_front().expect("a write per Arrive");
+                self.arrive(s, i, raised, flow)
+            }
+            Ev::Done(c) => {
+                let cpu = &mut self.cpus[c as usize];
+                cpu.timer = None;
+                cpu.top_mut().left = 0;
+                self.run_top(s, c as usize);
+            }
+            Ev::Sample => {
+                self.sample(now);
+                if now + self.interval <= self.end {
+                    s.at(now + self.interval, Ev::Sample);
+                }
+            }
+        }
+    }
+}

@@ -1,0 +1,123 @@
+//! The interrupt flow of `handle_fasteoi_irq` / `handle_edge_irq` reduced to its
+//! costs: exception entry, the driver's handler, `irq_exit()`; softirq work a
+//! handler raised runs on irq exit unless we interrupted interrupt context
+//! (`invoke_softirq()` is skipped when `in_interrupt()`).
+
+use crate::engine::Scheduler;
+use crate::hw::cpu::{Frame, IrqPhase, Level, Mask, TaskPhase, Work};
+use crate::machine::{Ev, Machine};
+
+impl Machine {
+    /// The CPU acknowledges a physical interrupt (reads IAR): the pending bit
+    /// clears, so a later write raises a new interrupt rather than merging.
+    pub(crate) fn take_physical(&mut self, s: &mut Scheduler<Ev>, c: usize, i: u32) {
+        let src = &mut self.srcs[i as usize];
+        src.pending = false;
+        let (origin, flow, events) = (src.raised, src.flow, src.events);
+        src.events = 0;
+        if src.vm.is_some() {
+            self.take_for_guest(s, c, i, origin, flow, events);
+            return;
+        }
+        self.note_delivery(flow, events);
+        self.push_irq(s, c, i, Level::Host, origin, flow);
+    }
+
+    /// Pushes an interrupt frame; with no entry cost the handler starts at once.
+    fn push_irq(&mut self, s: &mut Scheduler<Ev>, c: usize, i: u32, level: Level, origin: crate::engine::Ps, flow: u64) {
+        let entry = self.c.irq_entry;
+        let phase = if entry == 0 { IrqPhase::Handler } else { IrqPhase::Entry };
+        let left = if entry == 0 { self.handler_start(s.now(), c, i, level, origin) } else { entry };
+        let mut f = Frame::new(Work::Irq { src: i, phase }, level, Mask::Daif, left);
+        f.origin = origin;
+        f.flow = flow;
+        self.push_frame(s, c, f);
+    }
+
+    /// The handler starts now: counts the interrupt and its latency; returns the handler's length.
+    #[inline]
+    fn handler_start(&mut self, now: crate::engine::Ps, c: usize, i: u32, level: Level, origin: crate::engine::Ps) -> crate::engine::Ps {
+        let lat = now - origin;
+        match level {
+            Level::Host => {
+                self.n.host_irqs += 1;
+                self.n.irq_latency.record(lat);
+            }
+            Level::Guest => {
+                self.n.guest_irqs += 1;
+                self.n.virq_latency.record(lat);
+            }
+        }
+        self.cpus[c].irqs += 1;
+        let src = &mut self.srcs[i as usize];
+        src.handled += 1;
+        src.handler
+    }
+
+    /// The guest takes a virtual interrupt the hypervisor injected.
+    pub(crate) fn take_virtual(&mut self, s: &mut Scheduler<Ev>, c: usize, i: u32) {
+        let src = &mut self.srcs[i as usize];
+        src.vpending = false;
+        let (origin, flow, events) = (src.vraised, src.vflow, src.vevents);
+        src.vevents = 0;
+        self.note_delivery(flow, events);
+        self.push_irq(s, c, i, Level::Guest, origin, flow);
+    }
+
+    fn note_delivery(&mut self, flow: u64, events: u32) {
+        self.audit.events_delivered += events as u64;
+        if let Some(set) = &mut self.audit.delivered {
+            if !set.insert(flow) {
+                self.audit.double_deliveries += 1;
+            }
+        }
+    }
+
+    pub(crate) fn irq_phase_done(&mut self, s: &mut Scheduler<Ev>, c: usize, i: u32, phase: IrqPhase, f: Frame) {
+        let now = s.now();
+        match phase {
+            IrqPhase::Entry => {
+                let h = self.handler_start(now, c, i, f.level, f.origin);
+                self.set_phase(s, c, Work::Irq { src: i, phase: IrqPhase::Handler }, Mask::Daif, h);
+            }
+            IrqPhase::Handler if self.c.irq_exit > 0 => {
+                let x = self.c.irq_exit;
+                self.set_phase(s, c, Work::Irq { src: i, phase: IrqPhase::Exit }, Mask::Daif, x);
+            }
+            IrqPhase::Handler | IrqPhase::Exit => {
+                self.pop_frame(s, c);
+                self.irq_exit(s, c, f.level, i);
+            }
+        }
+    }
+
+    /// `irq_exit()`: raise the handler's softirq work and run it unless we are
+    /// still in interrupt context; then, returning to user, maybe reschedule.
+    fn irq_exit(&mut self, s: &mut Scheduler<Ev>, c: usize, level: Level, i: u32) {
+        let lv = level as usize;
+        self.cpus[c].softirq_work[lv] += self.srcs[i as usize].softirq;
+        let work = self.cpus[c].softirq_work[lv];
+        let top = *self.cpus[c].top();
+        if work > 0 && top.level == level {
+            match top.work {
+                Work::Irq { .. } => {} // nested: the outer irq_exit runs it
+                Work::Softirq => {
+                    // __do_softirq() loops while work is pending: the interrupted run takes it on.
+                    self.cpus[c].top_mut().left += work;
+                    self.cpus[c].softirq_work[lv] = 0;
+                }
+                _ => {
+                    self.cpus[c].softirq_work[lv] = 0;
+                    self.push_frame(s, c, Frame::new(Work::Softirq, level, Mask::Open, work));
+                    return;
+                }
+            }
+        }
+        if let Work::Task { phase: TaskPhase::User, .. } = top.work {
+            if top.level == level && self.need_resched(c, s.now(), false) {
+                let f = self.pop_frame(s, c);
+                self.switch_out(s, c, f);
+            }
+        }
+    }
+}

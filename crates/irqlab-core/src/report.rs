@@ -1,0 +1,120 @@
+//! Turning the machine's counters into the run's metrics, histograms and series.
+
+use crate::engine::stats::Report;
+use crate::engine::time::{ps_to_s, Ps};
+use crate::hw::cpu::{Class, Level, CLASSES};
+use crate::machine::Machine;
+
+/// Cumulative totals at the previous sample, so each sample is a rate over its interval.
+#[derive(Clone, Debug, Default)]
+pub struct Snapshot {
+    irqs: u64,
+    ops: u64,
+    hardirq: Ps,
+    idle: Ps,
+}
+
+impl Machine {
+    fn snapshot(&mut self, now: Ps) -> Snapshot {
+        for c in &mut self.cpus {
+            c.account(now);
+        }
+        Snapshot {
+            irqs: self.n.host_irqs + self.n.guest_irqs,
+            ops: self.tasks.iter().map(|t| t.ops).sum(),
+            hardirq: self.cpus.iter().map(|c| c.class_time(Class::Hardirq)).sum(),
+            idle: self.cpus.iter().map(|c| c.class_time(Class::Idle)).sum(),
+        }
+    }
+
+    pub(crate) fn sample(&mut self, now: Ps) {
+        let cur = self.snapshot(now);
+        let prev = std::mem::replace(&mut self.last_sample, cur.clone());
+        let dt = ps_to_s(self.interval);
+        let cpu_ps = self.interval as f64 * self.cpus.len() as f64;
+        let mut push = |name: &str, v: f64| self.series.entry(name.to_string()).or_default().push(now, v);
+        push("interrupts_per_s", (cur.irqs - prev.irqs) as f64 / dt);
+        push("hardirq_share", (cur.hardirq - prev.hardirq) as f64 / cpu_ps);
+        push("busy_share", 1.0 - (cur.idle - prev.idle) as f64 / cpu_ps);
+        if !self.tasks.is_empty() {
+            push("ops_per_s", (cur.ops - prev.ops) as f64 / dt);
+        }
+    }
+
+    pub fn report(&mut self, now: Ps, events: u64) -> Report {
+        for c in &mut self.cpus {
+            c.account(now);
+        }
+        let span = now - self.warmup;
+        let secs = ps_to_s(span).max(f64::MIN_POSITIVE);
+        let mut r = Report::default();
+        let n = &self.n;
+        let irqs = n.host_irqs + n.guest_irqs;
+        r.metric("sim_s", ps_to_s(span));
+        r.metric("events", events as f64);
+        r.metric("msi_writes", n.writes as f64);
+        r.metric("irq_merged", (n.merged + n.vmerged) as f64);
+        r.metric("interrupts", irqs as f64);
+        r.metric("interrupts_per_s", irqs as f64 / secs);
+        r.metric("guest_interrupts", n.guest_irqs as f64);
+        r.metric("vm_exits", n.vm_exits as f64);
+        r.metric("vm_exits_per_s", n.vm_exits as f64 / secs);
+        r.metric("context_switches_per_s", n.switches as f64 / secs);
+        r.histogram("irq_latency", &n.irq_latency);
+        if n.virq_latency.count() > 0 {
+            r.histogram("virq_latency", &n.virq_latency);
+        }
+
+        let ncpu = self.cpus.len() as f64;
+        let mut class_sum = [0f64; 6];
+        for (i, c) in self.cpus.iter().enumerate() {
+            for (k, name) in CLASSES.iter().enumerate() {
+                let share = (c.time[0][k] + c.time[1][k]) as f64 / span.max(1) as f64;
+                class_sum[k] += share;
+                r.metric(format!("cpu{i}.{name}_share"), share);
+            }
+            if c.vcpu.is_some() {
+                r.metric(format!("cpu{i}.guest_share"), c.level_time(Level::Guest) as f64 / span.max(1) as f64);
+            }
+            r.metric(format!("cpu{i}.interrupts_per_s"), c.irqs as f64 / secs);
+        }
+        for (k, name) in CLASSES.iter().enumerate() {
+            r.metric(format!("{name}_share"), class_sum[k] / ncpu);
+        }
+        r.metric("busy_share", 1.0 - class_sum[Class::Idle as usize] / ncpu);
+
+        let mut per_group = vec![0u64; self.src_groups.len()];
+        for s in &self.srcs {
+            per_group[s.group as usize] += s.handled;
+        }
+        for (g, name) in self.src_groups.iter().enumerate() {
+            r.metric(format!("source.{name}.interrupts_per_s"), per_group[g] as f64 / secs);
+        }
+
+        if !self.tasks.is_empty() {
+            let mut ops = vec![(0u64, 0u64); self.task_groups.len()];
+            for t in &self.tasks {
+                ops[t.group as usize].0 += t.ops;
+                ops[t.group as usize].1 += 1;
+            }
+            let mut total = 0;
+            for (g, name) in self.task_groups.iter().enumerate() {
+                let (o, count) = ops[g];
+                total += o;
+                r.metric(format!("task.{name}.ops_per_s"), o as f64 / secs);
+                r.metric(format!("task.{name}.ops_per_s_per_task"), o as f64 / secs / count as f64);
+                if o > 0 {
+                    r.metric(format!("task.{name}.ns_per_op"), secs * 1e9 * count as f64 / o as f64);
+                }
+            }
+            r.metric("ops_per_s", total as f64 / secs);
+        }
+
+        if self.fabric.has_cost() {
+            r.metric("fabric.utilisation", self.fabric.busy as f64 / (span.max(1) as f64 * self.fabric.slots() as f64));
+            r.histogram("fabric_wait", &self.fabric.wait);
+        }
+        r.series = std::mem::take(&mut self.series);
+        r
+    }
+}

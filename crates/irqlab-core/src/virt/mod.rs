@@ -1,0 +1,54 @@
+//! The hypervisor layer: VMs whose vCPUs are pinned 1:1 to pCPUs, and the
+//! trap-and-emulate injection path. A physical interrupt for a device assigned
+//! to a VM exits the running guest (guest masking does not hold it back: with
+//! HCR_EL2.IMO set, physical IRQs are taken to EL2), the hypervisor acks it,
+//! injects the virtual interrupt, and re-enters; the guest takes it when its own
+//! mask allows.
+
+use crate::engine::{Ps, Scheduler};
+use crate::hw::cpu::{Frame, HypPhase, Level, Mask, Work};
+use crate::machine::{Ev, Machine};
+
+impl Machine {
+    pub(crate) fn take_for_guest(&mut self, s: &mut Scheduler<Ev>, c: usize, i: u32, origin: Ps, flow: u64, events: u32) {
+        self.srcs[i as usize].inflight += events;
+        self.n.vm_exits += 1;
+        let mut f = Frame::new(Work::Hyp { src: i, phase: HypPhase::Exit }, Level::Host, Mask::Daif, self.c.hyp_exit);
+        f.origin = origin;
+        f.flow = flow;
+        self.push_frame(s, c, f);
+    }
+
+    pub(crate) fn hyp_phase_done(&mut self, s: &mut Scheduler<Ev>, c: usize, i: u32, phase: HypPhase, f: Frame) {
+        let w = |phase| Work::Hyp { src: i, phase };
+        match phase {
+            HypPhase::Exit => self.set_phase(s, c, w(HypPhase::Handler), Mask::Daif, self.c.hyp_handler),
+            HypPhase::Handler => self.set_phase(s, c, w(HypPhase::Inject), Mask::Daif, self.c.hyp_inject),
+            HypPhase::Inject => {
+                self.inject(c, i, f);
+                self.set_phase(s, c, w(HypPhase::Entry), Mask::Daif, self.c.hyp_entry);
+            }
+            HypPhase::Entry => {
+                self.pop_frame(s, c);
+            }
+        }
+    }
+
+    /// Makes the virtual interrupt pending for the vCPU (a list register), or
+    /// merges into the one already pending.
+    fn inject(&mut self, c: usize, i: u32, f: Frame) {
+        let src = &mut self.srcs[i as usize];
+        let moved = std::mem::take(&mut src.inflight);
+        if src.vpending {
+            src.vevents += moved;
+            self.n.vmerged += 1;
+            return;
+        }
+        src.vpending = true;
+        src.vraised = f.origin;
+        src.vflow = f.flow;
+        src.vevents = moved;
+        let nmi = src.nmi;
+        self.cpus[c].vpending.push(i, nmi);
+    }
+}

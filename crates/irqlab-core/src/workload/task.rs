@@ -1,0 +1,65 @@
+//! A task's loop through its phases. One pass is one operation (a syscall, a
+//! fault, a yield), which is what throughput counts.
+
+use crate::engine::{Ps, Scheduler};
+use crate::hw::cpu::{Frame, Level, Mask, TaskPhase, Work};
+use crate::machine::{Ev, Machine};
+use crate::scenario::ExceptionKind;
+
+pub struct TaskState {
+    pub name: String,
+    pub group: u32,
+    pub level: Level,
+    pub work: Ps,
+    pub kind: ExceptionKind,
+    pub body: Ps,
+    pub irqs_off: Ps,
+    /// The frame to resume when switched back in.
+    pub saved: Option<Frame>,
+    pub ops: u64,
+}
+
+impl TaskState {
+    pub fn first_frame(&self, id: u32) -> Frame {
+        Frame::new(Work::Task { task: id, phase: TaskPhase::User }, self.level, Mask::Open, self.work)
+    }
+
+    pub fn kind_name(&self) -> &'static str {
+        match self.kind {
+            ExceptionKind::None => "none",
+            ExceptionKind::Syscall => "syscall",
+            ExceptionKind::Pagefault => "page fault",
+            ExceptionKind::Yield => "sched_yield",
+        }
+    }
+}
+
+impl Machine {
+    pub(crate) fn task_phase_done(&mut self, s: &mut Scheduler<Ev>, c: usize, t: u32, phase: TaskPhase) {
+        let task = &self.tasks[t as usize];
+        let (kind, work, body, off) = (task.kind, task.work, task.body, task.irqs_off);
+        let w = |phase| Work::Task { task: t, phase };
+        match phase {
+            TaskPhase::User if kind == ExceptionKind::None => self.op_done(s, c, t, false),
+            TaskPhase::User => self.set_phase(s, c, w(TaskPhase::Entry), Mask::Daif, self.c.exc_entry),
+            TaskPhase::Entry if off > 0 => self.set_phase(s, c, w(TaskPhase::IrqsOff), self.c.irqs_off_mask, off),
+            TaskPhase::Entry | TaskPhase::IrqsOff => self.set_phase(s, c, w(TaskPhase::Body), Mask::Open, body - off),
+            TaskPhase::Body => self.set_phase(s, c, w(TaskPhase::Exit), Mask::Daif, self.c.exc_exit),
+            TaskPhase::Exit => self.op_done(s, c, t, kind == ExceptionKind::Yield),
+        }
+        let _ = work;
+    }
+
+    /// One operation finished, back in user mode: count it, then either keep
+    /// going or let the scheduler switch.
+    fn op_done(&mut self, s: &mut Scheduler<Ev>, c: usize, t: u32, yielding: bool) {
+        self.tasks[t as usize].ops += 1;
+        let fresh = self.tasks[t as usize].first_frame(t);
+        if self.need_resched(c, s.now(), yielding) {
+            self.pop_frame(s, c);
+            self.switch_out(s, c, fresh);
+        } else {
+            self.set_phase(s, c, fresh.work, fresh.mask, fresh.left);
+        }
+    }
+}
