@@ -8,7 +8,7 @@ use pyo3::prelude::*;
 use pyo3::types::PyBytes;
 use std::panic::{catch_unwind, AssertUnwindSafe};
 
-create_exception!(_core, ScenarioError, PyValueError, "A scenario, override or option is invalid; the message is one line.");
+create_exception!(irqlab._core, ScenarioError, PyValueError, "A scenario, override or option is invalid; the message is one line.");
 
 fn load(text: &str, origin: &str, overrides: Vec<String>) -> PyResult<irqlab_core::Scenario> {
     irqlab_core::load(text, origin, &overrides).map_err(|e| ScenarioError::new_err(e.0))

@@ -242,7 +242,7 @@ pub struct StatsCfg {
     pub series_interval: Option<Time>,
 }
 
-#[derive(Clone, Debug, Default, Deserialize, Serialize, JsonSchema)]
+#[derive(Clone, Debug, Deserialize, Serialize, JsonSchema)]
 #[serde(deny_unknown_fields)]
 pub struct TraceCfg {
     /// Start of the traced window; default: end of warm-up.
@@ -258,6 +258,13 @@ pub struct TraceCfg {
 
 fn default_max_events() -> u64 {
     1_000_000
+}
+
+// By hand: a derived Default would give max_events = 0 to scenarios without [trace].
+impl Default for TraceCfg {
+    fn default() -> Self {
+        Self { start: None, end: None, max_events: default_max_events() }
+    }
 }
 
 /// A published figure: `metric` of this run should be `published` within `tolerance` (relative).
@@ -294,11 +301,13 @@ pub fn load(text: &str, origin: &str, overrides: &[String]) -> Result<Scenario, 
         ScenarioError(format!("{origin}:{line}:{col}: malformed TOML: {}", one_line(e.message())))
     })?;
     for o in overrides {
-        overrides::apply(&mut value, o).map_err(|m| ScenarioError(format!("--set {o}: {m}")))?;
+        overrides::apply(&mut value, o).map_err(|m| ScenarioError(format!("--set {}: {}", escaped(o), one_line(&m))))?;
     }
     let mut sc: Scenario = serde_path_to_error::deserialize(value).map_err(|e| {
-        let path = e.path().to_string();
-        let msg = one_line(&e.inner().to_string());
+        let path = escaped(&e.path().to_string());
+        // toml appends "\nin `key`", which the path already says.
+        let inner = e.inner().to_string();
+        let msg = one_line(inner.split("\nin `").next().unwrap_or(&inner));
         if path == "." {
             ScenarioError(format!("{origin}: {msg}"))
         } else {
@@ -326,8 +335,15 @@ fn line_col(text: &str, offset: usize) -> (usize, usize) {
     (line, col)
 }
 
+/// Messages are one line: white space, newlines included, folds to one space.
 fn one_line(s: &str) -> String {
     s.split_whitespace().collect::<Vec<_>>().join(" ")
+}
+
+/// What the user typed (a key path, a --set), with control characters escaped
+/// so that it stays on one line and shows exactly what was given.
+fn escaped(s: &str) -> String {
+    s.chars().flat_map(|c| if c.is_control() { c.escape_default().collect::<Vec<_>>() } else { vec![c] }).collect()
 }
 
 #[cfg(test)]

@@ -88,3 +88,18 @@ fn the_schema_is_generated() {
     let s = json_schema();
     assert!(s.contains("\"duration\"") && s.contains("\"masking\""));
 }
+
+#[test]
+fn control_characters_never_break_the_one_line_rule() {
+    let e = err_of(BASE, &["a\nb=1"]);
+    assert!(!e.contains('\n'), "{e}");
+    assert!(e.contains("a\\nb"), "{e}");
+}
+
+#[test]
+fn traces_are_on_by_default_and_series_are_bounded() {
+    let s = load(BASE, "s.toml", &[]).unwrap();
+    assert_eq!(s.trace.max_events, 1_000_000);
+    let e = err_of(BASE, &["stats.series_interval=1ns"]);
+    assert!(e.starts_with("s.toml: stats.series_interval: too small"), "{e}");
+}

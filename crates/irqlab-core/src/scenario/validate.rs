@@ -12,6 +12,8 @@ fn err<T>(path: impl Into<String>, msg: impl Into<String>) -> Result<T, (String,
 }
 
 const MAX_CPUS: u32 = 4096;
+/// Keeps a run's JSON to a sensible size.
+const MAX_SERIES_POINTS: u64 = 100_000;
 
 pub fn check(s: &Scenario) -> Check {
     if s.duration.ps() == 0 {
@@ -33,6 +35,13 @@ pub fn check(s: &Scenario) -> Check {
     if let Some(i) = s.stats.series_interval {
         if i.ps() == 0 {
             return err("stats.series_interval", "must be greater than 0");
+        }
+        let points = (s.duration.ps() - s.warmup.ps()) / i.ps();
+        if points > MAX_SERIES_POINTS {
+            return err(
+                "stats.series_interval",
+                format!("too small: {points} samples per series, at most {MAX_SERIES_POINTS} (choose a longer interval)"),
+            );
         }
     }
 

@@ -1,0 +1,56 @@
+"""irqlab: a lab for interrupt delivery on servers — simulate, measure, compare.
+
+The simulator lives in the Rust extension `irqlab._core`; this package is the
+front end (CLI, sweeps, reproductions, reports). `load` and `run` are thin
+path-taking wrappers over the binding for use from notebooks and scripts.
+"""
+
+from __future__ import annotations
+
+import json
+from os import PathLike
+from pathlib import Path
+from typing import Any, Iterable
+
+try:
+    from . import _core
+except ImportError as e:  # pragma: no cover - only without a build
+    raise ImportError(
+        "irqlab's Rust core (irqlab._core) is not built; run `make setup` "
+        f"(or `maturin develop --release`) first ({e})"
+    ) from e
+
+__version__: str = _core.__version__
+ScenarioError = _core.ScenarioError
+
+SCENARIOS_DIR = Path(__file__).resolve().parent / "scenarios"
+
+__all__ = ["__version__", "ScenarioError", "SCENARIOS_DIR", "load", "run", "schema"]
+
+
+def _read(path: str | PathLike[str]) -> tuple[str, str]:
+    p = Path(path)
+    return p.read_text(encoding="utf-8"), str(path)
+
+
+def load(path: str | PathLike[str], overrides: Iterable[str] = ()) -> dict[str, Any]:
+    """Validate the scenario at `path` and return it normalized (a dict)."""
+    text, origin = _read(path)
+    return json.loads(_core.load(text, origin, list(overrides)))
+
+
+def run(
+    path: str | PathLike[str],
+    overrides: Iterable[str] = (),
+    seed: int | None = None,
+    trace: bool = False,
+) -> tuple[dict[str, Any], bytes | None]:
+    """Run the scenario at `path`; returns (result dict, Perfetto trace bytes or None)."""
+    text, origin = _read(path)
+    result, trace_bytes = _core.run(text, origin, list(overrides), seed, trace)
+    return json.loads(result), trace_bytes
+
+
+def schema() -> dict[str, Any]:
+    """The JSON Schema of the scenario format."""
+    return json.loads(_core.schema())

@@ -1,0 +1,111 @@
+"""Shared plumbing of the CLI: user errors, scenario reading, atomic writes, progress."""
+
+from __future__ import annotations
+
+import os
+import secrets
+import sys
+from contextlib import contextmanager
+from pathlib import Path
+from typing import Callable, Iterator, Sequence
+
+from rich.console import Console
+from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
+
+
+class UserError(Exception):
+    """Bad input from the user: reported as one `error:` line, exit code 2."""
+
+
+def one_line(msg: str) -> str:
+    # The core promises one-line messages; this is a safety net so that a
+    # multi-line message (a TOML parser excerpt, say) never breaks the contract.
+    parts = [ln.strip() for ln in str(msg).splitlines() if ln.strip()]
+    return " ".join(parts) if parts else "unknown error"
+
+
+def read_scenario(path: str | os.PathLike[str]) -> tuple[str, str]:
+    """Return (text, origin) of a scenario file, or raise UserError saying why not."""
+    origin = str(path)
+    p = Path(path)
+    try:
+        return p.read_text(encoding="utf-8"), origin
+    except FileNotFoundError:
+        raise UserError(f"{origin}: no such file") from None
+    except IsADirectoryError:
+        raise UserError(f"{origin}: is a directory, expected a scenario file") from None
+    except PermissionError:
+        raise UserError(f"{origin}: permission denied") from None
+    except UnicodeDecodeError as e:
+        raise UserError(f"{origin}: not UTF-8 text (byte {e.start})") from None
+    except OSError as e:
+        raise UserError(f"{origin}: cannot read: {e.strerror or e}") from None
+
+
+def check_overrides(sets: Sequence[str] | None, flag: str = "--set") -> list[str]:
+    """Check the KEY=VALUE shape here so the message names the flag the user typed."""
+    out = []
+    for s in sets or ():
+        key, eq, _ = s.partition("=")
+        if not eq or not key.strip():
+            raise UserError(f"{flag} {s!r}: expected KEY=VALUE, e.g. {flag} duration=10ms")
+        out.append(s)
+    return out
+
+
+def atomic_write(path: str | os.PathLike[str], data: bytes | str) -> None:
+    """Write `data` to `path` so that readers see the old file or the complete new one.
+
+    The temp file lives in the destination directory because os.replace is only
+    atomic within one file system.
+    """
+    dest = Path(path)
+    if isinstance(data, str):
+        data = data.encode("utf-8")
+    try:
+        dest.parent.mkdir(parents=True, exist_ok=True)
+        tmp = dest.parent / f".{dest.name}.{secrets.token_hex(4)}.tmp"
+        # os.open with 0o666 honours the umask, unlike mkstemp's 0o600.
+        fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o666)
+    except OSError as e:
+        raise UserError(f"{path}: cannot write: {e.strerror or e}") from None
+    try:
+        with os.fdopen(fd, "wb") as f:
+            f.write(data)
+            f.flush()
+            os.fsync(f.fileno())
+        os.replace(tmp, dest)
+    except BaseException as e:
+        try:
+            os.unlink(tmp)
+        except OSError:
+            pass
+        if isinstance(e, OSError):
+            raise UserError(f"{path}: cannot write: {e.strerror or e}") from None
+        raise
+
+
+def progress_enabled() -> bool:
+    """Progress bars only for a person at a terminal: never in CI logs or pipes."""
+    if os.environ.get("CI", "").strip().lower() in ("1", "true", "yes"):
+        return False
+    return sys.stderr.isatty()
+
+
+@contextmanager
+def progress(label: str, total: int) -> Iterator[Callable[[], None]]:
+    """Yield an `advance()` callable; a rich bar on stderr if enabled, else a no-op."""
+    if not progress_enabled() or total <= 0:
+        yield lambda: None
+        return
+    bar = Progress(
+        TextColumn("{task.description}"),
+        BarColumn(),
+        MofNCompleteColumn(),
+        TimeElapsedColumn(),
+        console=Console(stderr=True),
+        transient=True,
+    )
+    with bar:
+        task = bar.add_task(label, total=total)
+        yield lambda: bar.advance(task)

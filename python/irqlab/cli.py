@@ -1,0 +1,313 @@
+"""The `irqlab` command line (see DESIGN.md for the contract).
+
+Every bad input ends as one `error: ...` line on stderr and exit code 2, with
+no traceback and no output file; a traceback means a bug in irqlab."""
+
+from __future__ import annotations
+
+import functools
+import json
+import os
+import sys
+import time
+from pathlib import Path
+from typing import Annotated, Any, Callable, Optional
+
+import typer
+from rich import box
+from rich.console import Console
+from rich.table import Table
+
+from . import SCENARIOS_DIR, _core
+from ._util import UserError, atomic_write, check_overrides, one_line, progress, read_scenario
+
+app = typer.Typer(
+    name="irqlab",
+    help="A lab for interrupt delivery on servers: simulate, measure, compare.",
+    pretty_exceptions_enable=False,
+    no_args_is_help=True,
+    add_completion=False,
+)
+out = Console(highlight=False)
+err = Console(stderr=True, highlight=False)
+
+U64_MAX = 2**64 - 1
+STDOUT = "-"
+
+ScenarioArg = Annotated[Path, typer.Argument(help="Scenario TOML file.", show_default=False)]
+SetOpt = Annotated[
+    Optional[list[str]], typer.Option("--set", help="Override a scenario key: KEY.PATH=VALUE (repeatable).")
+]
+SeedOpt = Annotated[Optional[int], typer.Option("--seed", help="Seed instead of the scenario's own.")]
+
+
+def user_errors(fn: Callable[..., Any]) -> Callable[..., Any]:
+    """Turn bad input into one stderr line and exit code 2."""
+
+    @functools.wraps(fn)
+    def wrapper(*args: Any, **kwargs: Any) -> Any:
+        try:
+            return fn(*args, **kwargs)
+        except (UserError, _core.ScenarioError) as e:
+            err.print(f"error: {one_line(str(e))}", markup=False, soft_wrap=True)
+            raise typer.Exit(2) from None
+        except KeyboardInterrupt:
+            err.print("error: interrupted", markup=False)
+            raise typer.Exit(130) from None
+
+    return wrapper
+
+
+def _check_seed(seed: int | None) -> int | None:
+    if seed is not None and not 0 <= seed <= U64_MAX:
+        raise UserError(f"--seed {seed}: expected an integer from 0 to 2^64-1")
+    return seed
+
+
+def _fmt(v: Any) -> str:
+    if isinstance(v, bool) or v is None:
+        return str(v)
+    if isinstance(v, int) or (isinstance(v, float) and v.is_integer() and abs(v) < 1e15):
+        return f"{int(v):,}"
+    if isinstance(v, float):
+        # At least as many significant digits as the integer part: no 3.3e+06 for counts.
+        digits = max(6, len(str(int(abs(v)))) if abs(v) < 1e18 else 6)
+        return f"{v:,.{digits}g}"
+    return str(v)
+
+
+def _dump(doc: Any) -> str:
+    return json.dumps(doc, indent=2) + "\n"
+
+
+def _write_json(dest: Path, doc: Any) -> None:
+    if str(dest) == STDOUT:
+        sys.stdout.write(_dump(doc))
+    else:
+        atomic_write(dest, _dump(doc))
+
+
+HIST_STATS = ["count", "mean", "min", "p50", "p90", "p99", "p99.9", "p99.99", "max"]
+
+
+def _hist_table(hists: dict[str, dict[str, Any]]) -> Table:
+    # A few histograms read best one per column (fits 80 columns); many, one per row.
+    t = Table(title="histograms", title_justify="left", box=box.SIMPLE_HEAD)
+    if len(hists) <= 4:
+        t.add_column("")
+        for name, h in hists.items():
+            t.add_column(f"{name} ({h.get('unit', '')})", justify="right")
+        for s in HIST_STATS:
+            t.add_row(s, *(_fmt(h.get(s)) for h in hists.values()))
+        return t
+    t.add_column("histogram", no_wrap=True)
+    for s in HIST_STATS:
+        t.add_column(s, justify="right")
+    t.add_column("unit")
+    for name, h in hists.items():
+        t.add_row(name, *(_fmt(h.get(s)) for s in HIST_STATS), str(h.get("unit", "")))
+    return t
+
+
+def print_result(result: dict[str, Any]) -> None:
+    """A human summary of a result: metrics, then histogram percentiles."""
+    out.print(f"[bold]{result.get('scenario', '?')}[/bold]  seed {result.get('seed')}  irqlab {result.get('version')}")
+    mt = Table(title="metrics", title_justify="left", box=box.SIMPLE_HEAD)
+    mt.add_column("metric")
+    mt.add_column("value", justify="right")
+    for k, v in result.get("metrics", {}).items():
+        mt.add_row(k, _fmt(v))
+    out.print(mt)
+    hists = result.get("histograms", {})
+    if hists:
+        out.print(_hist_table(hists))
+    series = result.get("series", {})
+    if series:
+        out.print(f"series: {', '.join(series)} (in --json)")
+
+
+@app.command()
+@user_errors
+def run(
+    scenario: ScenarioArg,
+    set_: SetOpt = None,
+    seed: SeedOpt = None,
+    json_out: Annotated[Optional[Path], typer.Option("--json", help="Write the result JSON here ('-' = stdout).")] = None,
+    trace_out: Annotated[Optional[Path], typer.Option("--trace", help="Write a Perfetto trace here.")] = None,
+) -> None:
+    """Run a scenario and print its metrics."""
+    text, origin = read_scenario(scenario)
+    overrides = check_overrides(set_)
+    raw, trace = _core.run(text, origin, overrides, _check_seed(seed), trace_out is not None)
+    result = json.loads(raw)
+    if trace_out is not None and trace is None:
+        raise UserError(f"--trace {trace_out}: the core produced no trace")
+    if json_out is not None:
+        _write_json(json_out, result)
+    if trace_out is not None:
+        atomic_write(trace_out, trace)
+    if str(json_out) != STDOUT:
+        print_result(result)
+
+
+@app.command()
+@user_errors
+def validate(scenario: ScenarioArg, set_: SetOpt = None) -> None:
+    """Check a scenario (and overrides) without running it."""
+    text, origin = read_scenario(scenario)
+    scen = json.loads(_core.load(text, origin, check_overrides(set_)))
+    n = len(scen.get("expect", []))
+    out.print(f"OK {origin}: scenario {scen.get('name')!r}, {n} expectation(s)", markup=False)
+
+
+@app.command()
+@user_errors
+def schema(
+    out_file: Annotated[Optional[Path], typer.Option("--out", help="Write the schema here instead of stdout.")] = None,
+) -> None:
+    """Print the JSON Schema of the scenario format (for editors)."""
+    doc = _dump(json.loads(_core.schema()))
+    if out_file is None:
+        sys.stdout.write(doc)
+    else:
+        atomic_write(out_file, doc)
+
+
+@app.command()
+@user_errors
+def reproduce(
+    only: Annotated[Optional[list[str]], typer.Option("--only", help="Only this figure (file stem; repeatable).")] = None,
+    out_dir: Annotated[Path, typer.Option("--out", help="Report directory.")] = Path("irqlab-report"),
+    figures: Annotated[
+        Optional[Path], typer.Option("--figures", help="Directory of figure scenarios (default: the bundled ones).")
+    ] = None,
+    workers: Annotated[Optional[int], typer.Option("--workers", help="Figures run in parallel.")] = None,
+) -> None:
+    """Run every published-figure scenario, check it, and write an HTML report."""
+    from . import report  # matplotlib: imported only by the command that plots
+    from . import reproduce as repro
+
+    figdir = figures if figures is not None else SCENARIOS_DIR / "figures"
+    if workers is not None and workers < 1:
+        raise UserError(f"--workers {workers}: expected at least 1")
+    # A missing bundled folder just means no figures yet; a folder the user named must exist.
+    files = [] if figures is None and not figdir.is_dir() and not only else repro.figure_files(figdir, only)
+    runs = repro.prepare(files)
+    with progress("reproducing figures", len(runs)) as advance:
+        repro.execute(runs, workers or os.cpu_count() or 1, advance)
+    rows = [row for r in runs for row in repro.check(r)]
+    page = report.render(rows, runs, _core.__version__)
+    atomic_write(out_dir / "figures.json", _dump({"figures": rows}))
+    atomic_write(out_dir / "index.html", page)
+
+    if not rows:
+        err.print(f"warning: no figures to reproduce in {figdir} (no [[expect]] entries); "
+                  f"wrote an empty report to {out_dir}", markup=False, soft_wrap=True)
+        return
+    t = Table(title=f"figures ({out_dir / 'index.html'})", title_justify="left")
+    name_width = min(40, max(len(r["name"]) for r in rows))
+    for c in ("figure", "published", "simulated", "unit", "error", "tolerance", "verdict"):
+        t.add_column(c, justify="left" if c in ("figure", "unit", "verdict") else "right",
+                     no_wrap=c != "figure", min_width=name_width if c == "figure" else None)
+    for r in rows:
+        e = "n/a" if r["error"] is None else f"{r['error']:+.2%}"
+        verdict = "[green]pass[/green]" if r["within_tolerance"] else "[red]FAIL[/red]"
+        t.add_row(r["name"], _fmt(r["published"]), _fmt(r["simulated"]), r["unit"], e, f"±{r['tolerance']:.2%}", verdict)
+    out.print(t)
+    failed = sum(not r["within_tolerance"] for r in rows)
+    out.print(f"{len(rows) - failed} of {len(rows)} figures within tolerance")
+    if failed:
+        raise typer.Exit(1)
+
+
+@app.command()
+@user_errors
+def sweep(
+    scenario: ScenarioArg,
+    grid: Annotated[
+        Optional[list[str]], typer.Option("--grid", help="KEY=V1,V2,... (repeatable; the cartesian product is run).")
+    ] = None,
+    set_: SetOpt = None,
+    seed: SeedOpt = None,
+    backend: Annotated[str, typer.Option("--backend", help="local, dask or ray.")] = "local",
+    workers: Annotated[Optional[int], typer.Option("--workers", help="Parallel runs (default: CPU count).")] = None,
+    address: Annotated[Optional[str], typer.Option("--address", help="Dask scheduler or Ray cluster address.")] = None,
+    out_file: Annotated[Optional[Path], typer.Option("--out", help="Write one Parquet row per grid point.")] = None,
+) -> None:
+    """Run a scenario over a grid of overrides."""
+    from . import sweep as sweeps  # pyarrow: imported only by the command that needs it
+
+    if backend not in sweeps.BACKENDS:
+        raise UserError(f"--backend {backend!r}: unknown backend, expected one of {', '.join(sweeps.BACKENDS)}")
+    if workers is not None and workers < 1:
+        raise UserError(f"--workers {workers}: expected at least 1")
+    axes = sweeps.parse_grid(grid)
+    overrides = check_overrides(set_)
+    text, origin = read_scenario(scenario)
+    plan = sweeps.plan(text, origin, axes, overrides, _check_seed(seed))
+    n = len(plan.points)
+    nworkers = workers or min(os.cpu_count() or 1, n)
+    with progress(f"sweep ({n} points)", n) as advance:
+        results = sweeps.execute(plan, backend, nworkers, address, advance)
+    table = sweeps.to_table(plan, results)
+    if out_file is not None:
+        atomic_write(out_file, sweeps.parquet_bytes(table))
+
+    keys = [k for k, _ in axes if k != "seed"]
+    shown = [m for m in ("interrupts_per_s", "interrupts", "events") if m in table.column_names]
+    t = Table(title=f"sweep of {origin}: {n} points" + (f" -> {out_file}" if out_file else ""), title_justify="left")
+    for c in [*keys, "seed", *shown]:
+        t.add_column(c, justify="left" if c in keys else "right")
+    cols = {c: table.column(c).to_pylist() for c in [*keys, "seed", *shown]}
+    for i in range(n):
+        t.add_row(*(_fmt(cols[c][i]) for c in cols))
+    out.print(t)
+
+
+@app.command()
+@user_errors
+def bench(
+    json_out: Annotated[Optional[Path], typer.Option("--json", help="Write the result JSON here ('-' = stdout).")] = None,
+    repeat: Annotated[int, typer.Option("--repeat", help="Runs; the fastest is reported.")] = 1,
+) -> None:
+    """Measure engine speed on the reference scenario (bench/reference.toml)."""
+    if repeat < 1:
+        raise UserError(f"--repeat {repeat}: expected at least 1")
+    path = SCENARIOS_DIR / "bench" / "reference.toml"
+    text, _ = read_scenario(path)
+    origin = "bench/reference.toml"
+    wall = float("inf")
+    for _ in range(repeat):
+        t0 = time.perf_counter()
+        raw, _trace = _core.run(text, origin, [], None, False)
+        wall = min(wall, time.perf_counter() - t0)
+    res = json.loads(raw)
+    m = res["metrics"]
+    metrics = {
+        "interrupts": m["interrupts"],
+        "events": m["events"],
+        "wall_s": wall,
+        "interrupts_per_wall_s": m["interrupts"] / wall,
+        "events_per_wall_s": m["events"] / wall,
+    }
+    doc = {"scenario": res["scenario"], "seed": res["seed"], "version": res["version"],
+           "metrics": metrics, "histograms": {}, "series": {}}
+    if json_out is not None:
+        _write_json(json_out, doc)
+    if str(json_out) != STDOUT:
+        print_result(doc)
+
+
+def _version(value: bool) -> None:
+    if value:
+        out.print(f"irqlab {_core.__version__}", markup=False)
+        raise typer.Exit()
+
+
+@app.callback()
+def main(
+    version: Annotated[
+        bool, typer.Option("--version", callback=_version, is_eager=True, help="Print the version and exit.")
+    ] = False,
+) -> None:
+    """A lab for interrupt delivery on servers: simulate, measure, compare."""

@@ -1,0 +1,156 @@
+"""The self-contained HTML report of `irqlab reproduce`: a table of figures and
+matplotlib plots embedded as base64 PNG, so the page can be mailed or archived
+as one file."""
+
+from __future__ import annotations
+
+import base64
+import io
+import math
+from html import escape
+from typing import Any, Sequence
+
+# The object-oriented API with no pyplot: no GUI backend, no global state,
+# so this is safe in CI and from threads.
+from matplotlib.figure import Figure
+from matplotlib.ticker import EngFormatter, MaxNLocator
+
+from .reproduce import FigureRun
+
+MAX_SERIES_PER_RUN = 12  # a page of 50 plots helps nobody; the JSON has the rest
+
+CSS = """
+body { font-family: system-ui, sans-serif; margin: 2em auto; max-width: 1100px; color: #222; }
+table { border-collapse: collapse; margin: 1em 0; font-size: 0.9em; }
+th, td { border: 1px solid #ccc; padding: 0.3em 0.6em; text-align: right; }
+th { background: #f0f0f0; }
+td.l, th.l { text-align: left; }
+tr.fail td { background: #fde8e8; }
+tr.pass td.v { color: #1a7f37; font-weight: bold; }
+tr.fail td.v { color: #c62828; font-weight: bold; }
+.plots img { max-width: 100%; margin: 0.5em 0; border: 1px solid #eee; }
+.note { color: #666; }
+"""
+
+
+def _png(fig: Figure) -> str:
+    buf = io.BytesIO()
+    # Fixed metadata keeps the PNG bytes (and so the page) reproducible.
+    fig.savefig(buf, format="png", dpi=90, bbox_inches="tight", metadata={"Software": None})
+    return base64.b64encode(buf.getvalue()).decode("ascii")
+
+
+def _img(fig: Figure, alt: str) -> str:
+    return f'<img alt="{escape(alt)}" src="data:image/png;base64,{_png(fig)}">'
+
+
+def _fmt(x: Any) -> str:
+    if x is None:
+        return "n/a"
+    if isinstance(x, float):
+        return f"{x:,.6g}"
+    return escape(str(x))
+
+
+def figure_plot(row: dict[str, Any]) -> str:
+    """Published vs simulated for one figure, the tolerance band shaded."""
+    fig = Figure(figsize=(5.0, 1.5))
+    ax = fig.add_subplot()
+    pub, sim, tol = row["published"], row["simulated"], row["tolerance"]
+    band = tol * abs(pub) if pub != 0 else tol
+    ax.axvspan(pub - band, pub + band, color="#cde4f7", label="tolerance")
+    ax.barh([1], [pub], color="#1f77b4", height=0.6, label="published")
+    if sim is not None:
+        ax.barh([0], [sim], color="#2ca02c" if row["within_tolerance"] else "#d62728", height=0.6, label="simulated")
+    ax.set_yticks([0, 1], ["simulated", "published"])
+    ax.set_xlabel(row["unit"] or "value")
+    ax.xaxis.set_major_formatter(EngFormatter())
+    ax.xaxis.set_major_locator(MaxNLocator(6))
+    ax.set_title(row["name"], fontsize=9)
+    return _img(fig, f"{row['name']}: published vs simulated")
+
+
+def error_overview(rows: Sequence[dict[str, Any]]) -> str:
+    """Every figure's error against its tolerance on one chart."""
+    fig = Figure(figsize=(7.0, 0.35 * len(rows) + 1.2))
+    ax = fig.add_subplot()
+    ys = list(range(len(rows)))[::-1]
+    for y, r in zip(ys, rows):
+        ax.plot([-r["tolerance"], r["tolerance"]], [y, y], color="#9ecae1", linewidth=6, solid_capstyle="butt")
+        if r["error"] is not None:
+            ax.plot([r["error"]], [y], "o", color="#2ca02c" if r["within_tolerance"] else "#d62728")
+    ax.axvline(0, color="#888", linewidth=0.8)
+    ax.set_ylim(-0.7, len(rows) - 0.3)
+    ax.set_yticks(ys, [r["name"] for r in rows], fontsize=8)
+    ax.set_xlabel("error (relative to published; band = tolerance)")
+    return _img(fig, "errors of all figures against their tolerance")
+
+
+def series_plots(run: FigureRun) -> list[str]:
+    series = (run.result or {}).get("series", {})
+    imgs = []
+    for name in sorted(series)[:MAX_SERIES_PER_RUN]:
+        s = series[name]
+        t, v = s.get("t", []), s.get("v", [])
+        if not t or len(t) != len(v):
+            continue
+        fig = Figure(figsize=(7.0, 2.2))
+        ax = fig.add_subplot()
+        ax.plot(t, v, linewidth=1.0)
+        ax.set_xlabel("simulated time")
+        ax.xaxis.set_major_formatter(EngFormatter(unit="s"))
+        finite = [abs(x) for x in v if isinstance(x, (int, float)) and math.isfinite(x)]
+        if finite and max(finite) >= 1e4:  # rates read better as 200 k; shares stay plain
+            ax.yaxis.set_major_formatter(EngFormatter())
+        ax.set_title(f"{run.stem}: {name}", fontsize=9)
+        ax.grid(True, alpha=0.3)
+        imgs.append(_img(fig, f"{run.stem} series {name}"))
+    return imgs
+
+
+def render(rows: Sequence[dict[str, Any]], runs: Sequence[FigureRun], version: str) -> str:
+    """The whole page as a string."""
+    passed = sum(r["within_tolerance"] for r in rows)
+    out = [
+        "<!DOCTYPE html>",
+        '<html lang="en"><head><meta charset="utf-8">',
+        "<title>irqlab: published-figure reproductions</title>",
+        f"<style>{CSS}</style></head><body>",
+        "<h1>irqlab: published-figure reproductions</h1>",
+        f'<p class="note">irqlab {escape(version)} &middot; {len(runs)} scenario(s) &middot; '
+        f"{passed} of {len(rows)} figure(s) within tolerance</p>",
+    ]
+    if not rows:
+        out.append("<p><strong>No figures to reproduce:</strong> no figure scenario with "
+                   "<code>[[expect]]</code> entries was found.</p>")
+    else:
+        out.append("<h2>Figures</h2><table><tr>")
+        heads = ["figure", "scenario", "metric", "published", "simulated", "unit", "error", "tolerance", "verdict", "source"]
+        out.append("".join(f'<th class="l">{h}</th>' if h in ("figure", "scenario", "metric", "source") else f"<th>{h}</th>"
+                           for h in heads) + "</tr>")
+        for r in rows:
+            ok = r["within_tolerance"]
+            err = "n/a" if r["error"] is None else f"{r['error']:+.2%}"
+            out.append(
+                f'<tr class="{"pass" if ok else "fail"}">'
+                f'<td class="l">{escape(r["name"])}</td><td class="l">{escape(r["scenario"])}</td>'
+                f'<td class="l">{escape(r["metric"])}</td>'
+                f"<td>{_fmt(r['published'])}</td><td>{_fmt(r['simulated'])}</td><td>{escape(r['unit'])}</td>"
+                f"<td>{err}</td><td>&plusmn;{r['tolerance']:.2%}</td>"
+                f'<td class="v">{"pass" if ok else "FAIL"}</td><td class="l">{escape(r["source"])}</td></tr>'
+            )
+        out.append("</table>")
+        out.append('<h2>Published vs simulated</h2><div class="plots">')
+        out.append(error_overview(rows))
+        out.extend(figure_plot(r) for r in rows)
+        out.append("</div>")
+    with_series = [(r, series_plots(r)) for r in runs]
+    with_series = [(r, imgs) for r, imgs in with_series if imgs]
+    if with_series:
+        out.append("<h2>Time series</h2>")
+        for run, imgs in with_series:
+            out.append(f'<h3>{escape(run.stem)}</h3><div class="plots">')
+            out.extend(imgs)
+            out.append("</div>")
+    out.append("</body></html>\n")
+    return "\n".join(out)

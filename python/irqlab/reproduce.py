@@ -1,0 +1,125 @@
+"""Published-figure reproductions: run every figure scenario and compare each
+`[[expect]]` entry with the simulated metric."""
+
+from __future__ import annotations
+
+import json
+import math
+from concurrent.futures import ThreadPoolExecutor, as_completed
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any, Callable, Sequence
+
+from . import _core
+from ._util import UserError, one_line, read_scenario
+
+
+@dataclass
+class FigureRun:
+    stem: str
+    origin: str
+    text: str
+    scenario: dict[str, Any]
+    result: dict[str, Any] | None = None
+
+
+def figure_files(figdir: Path, only: Sequence[str] | None) -> list[Path]:
+    """The figure scenarios to run, sorted by name, filtered by `--only` stems."""
+    if not figdir.is_dir():
+        raise UserError(f"{figdir}: no such directory of figure scenarios")
+    files = sorted(figdir.glob("*.toml"))
+    if not only:
+        return files
+    known = {f.stem: f for f in files}
+    unknown = [n for n in only if n not in known]
+    if unknown:
+        names = ", ".join(known) if known else "(none)"
+        raise UserError(f"--only {unknown[0]}: no such figure in {figdir}; known: {names}")
+    return [known[n] for n in dict.fromkeys(only)]
+
+
+def prepare(files: list[Path]) -> list[FigureRun]:
+    """Read and validate every figure before running any."""
+    runs = []
+    for f in files:
+        text, origin = read_scenario(f)
+        try:
+            scen = json.loads(_core.load(text, origin, []))
+        except _core.ScenarioError as e:
+            raise UserError(one_line(str(e))) from None
+        runs.append(FigureRun(f.stem, origin, text, scen))
+    return runs
+
+
+def execute(runs: list[FigureRun], workers: int, advance: Callable[[], None]) -> None:
+    def one(r: FigureRun) -> dict[str, Any]:
+        res, _ = _core.run(r.text, r.origin, [], None, False)
+        return json.loads(res)
+
+    with ThreadPoolExecutor(max_workers=max(1, workers)) as ex:
+        futs = {ex.submit(one, r): r for r in runs}
+        try:
+            for f in as_completed(futs):
+                futs[f].result = f.result()
+                advance()
+        except _core.ScenarioError as e:
+            ex.shutdown(wait=True, cancel_futures=True)
+            raise UserError(one_line(str(e))) from None
+
+
+def _finite(x: float) -> float | None:
+    # NaN/inf are not JSON; a non-finite value can never be within tolerance.
+    return x if math.isfinite(x) else None
+
+
+def lookup(result: dict[str, Any], metric: str) -> float | None:
+    """A metric by name, or a histogram statistic as `HISTOGRAM.STAT`
+    (`irq_latency.mean`, `irq_latency.p99.9`); None if there is no such value."""
+    metrics = result.get("metrics", {})
+    if metric in metrics:
+        return float(metrics[metric])
+    for name, hist in result.get("histograms", {}).items():
+        stat = metric[len(name) + 1 :]
+        if metric.startswith(name + ".") and stat != "unit" and isinstance(hist.get(stat), (int, float)):
+            return float(hist[stat])
+    return None
+
+
+def known_values(result: dict[str, Any]) -> list[str]:
+    hist = [f"{h}.STAT" for h in result.get("histograms", {})]
+    return sorted(result.get("metrics", {})) + sorted(hist)
+
+
+def check(run: FigureRun) -> list[dict[str, Any]]:
+    """Compare each expectation of a run with its simulated metric."""
+    assert run.result is not None
+    rows = []
+    for i, exp in enumerate(run.scenario.get("expect", [])):
+        metric = exp["metric"]
+        sim = lookup(run.result, metric)
+        if sim is None:
+            known = ", ".join(known_values(run.result)) or "(none)"
+            raise UserError(
+                f"{run.origin}: expect[{i}].metric: `{metric}` is not produced by this scenario; known: {known}"
+            )
+        pub = float(exp["published"])
+        tol = float(exp["tolerance"])
+        # Relative error, except against a published zero where only an
+        # absolute difference means anything; the tolerance is then absolute.
+        err = (sim - pub) / abs(pub) if pub != 0 else sim - pub
+        ok = math.isfinite(err) and abs(err) <= tol
+        rows.append(
+            {
+                "name": exp.get("name") or f"{run.stem}.{metric}",
+                "published": pub,
+                "simulated": _finite(sim),
+                "unit": exp.get("unit", ""),
+                "error": _finite(err),
+                "tolerance": tol,
+                "within_tolerance": ok,
+                "source": exp.get("source", ""),
+                "scenario": run.stem,
+                "metric": metric,
+            }
+        )
+    return rows

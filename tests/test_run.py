@@ -1,0 +1,142 @@
+"""`irqlab run`, `validate`, `schema` and the Python API: the result shape of
+DESIGN.md and determinism (same seed -> same bytes, other seed -> other result)."""
+
+from __future__ import annotations
+
+import json
+import numbers
+
+import pytest
+
+import irqlab
+from helpers import assert_ok, run_cli
+
+TOP_KEYS = {"scenario", "seed", "version", "metrics", "histograms", "series"}
+REQUIRED_METRICS = {"events", "interrupts", "msi_writes", "interrupts_per_s", "sim_s"}
+HIST_KEYS = {"count", "mean", "min", "max", "p50", "p90", "p99", "p99.9", "p99.99", "unit"}
+
+
+def check_result_shape(doc: dict) -> None:
+    assert set(doc) == TOP_KEYS
+    assert isinstance(doc["scenario"], str) and doc["scenario"]
+    assert isinstance(doc["seed"], int) and not isinstance(doc["seed"], bool)
+    assert doc["version"] == irqlab.__version__
+    assert REQUIRED_METRICS <= set(doc["metrics"]), set(doc["metrics"])
+    for name, v in doc["metrics"].items():
+        assert isinstance(v, numbers.Real) and not isinstance(v, bool), (name, v)
+    for name, h in doc["histograms"].items():
+        assert set(h) == HIST_KEYS, (name, set(h))
+        assert isinstance(h["unit"], str)
+        if h["count"]:
+            # Percentiles of one distribution can only grow.
+            qs = [h[k] for k in ("min", "p50", "p90", "p99", "p99.9", "p99.99", "max")]
+            assert qs == sorted(qs), (name, qs)
+    for name, s in doc["series"].items():
+        assert set(s) == {"t", "v"}, name
+        assert len(s["t"]) == len(s["v"]), name
+        assert s["t"] == sorted(s["t"]), name
+
+
+def examples() -> list:
+    return sorted((irqlab.SCENARIOS_DIR / "examples").glob("*.toml"))
+
+
+def test_examples_are_bundled():
+    assert examples(), f"no examples in {irqlab.SCENARIOS_DIR / 'examples'}"
+
+
+@pytest.mark.parametrize("path", examples(), ids=lambda p: p.stem)
+def test_every_example_runs_and_has_the_design_shape(path, tmp_path):
+    out = tmp_path / "r.json"
+    p = run_cli("run", path, "--json", out)
+    assert_ok(p)
+    doc = json.loads(out.read_text())
+    check_result_shape(doc)
+    assert doc["metrics"]["sim_s"] > 0
+    # The summary printed for people names the metrics it shows.
+    assert "interrupts" in p.stdout and doc["scenario"] in p.stdout
+
+
+def test_small_has_interrupts_and_latency_histograms(small, tmp_path):
+    out = tmp_path / "r.json"
+    assert_ok(run_cli("run", small, "--json", out))
+    doc = json.loads(out.read_text())
+    check_result_shape(doc)
+    m = doc["metrics"]
+    assert m["interrupts"] > 0 and m["msi_writes"] > 0 and m["events"] >= m["interrupts"]
+    # 2 queues x 100k/s for 3.5 ms measured: about 700 interrupts (Poisson).
+    assert 400 < m["interrupts"] < 1000, m["interrupts"]
+    assert m["interrupts_per_s"] == pytest.approx(m["interrupts"] / m["sim_s"], rel=1e-6)
+    assert doc["histograms"], "expected at least one latency histogram"
+
+
+def test_same_seed_gives_identical_bytes_and_another_seed_differs(small, tmp_path):
+    runs = []
+    for i, seed in enumerate([5, 5, 6]):
+        j, t = tmp_path / f"{i}.json", tmp_path / f"{i}.pftrace"
+        assert_ok(run_cli("run", small, "--seed", seed, "--json", j, "--trace", t))
+        runs.append((j.read_bytes(), t.read_bytes()))
+    assert runs[0][0] == runs[1][0]
+    assert runs[0][1] == runs[1][1]
+    assert len(runs[0][1]) > 0
+    a, c = json.loads(runs[0][0]), json.loads(runs[2][0])
+    assert (a["seed"], c["seed"]) == (5, 6)
+    assert a["metrics"] != c["metrics"]
+    assert runs[0][1] != runs[2][1]
+
+
+def test_seed_flag_and_overrides_reach_the_core(small):
+    base, _ = irqlab.run(small)
+    assert base["seed"] == 42  # the scenario's own
+    doubled, _ = irqlab.run(small, ["source.0.rate=200k/s"], seed=42)
+    assert doubled["metrics"]["interrupts"] > 1.5 * base["metrics"]["interrupts"]
+
+
+def test_json_to_stdout_is_pure_json(small):
+    p = run_cli("run", small, "--json", "-")
+    assert_ok(p)
+    check_result_shape(json.loads(p.stdout))
+
+
+def test_trace_is_only_produced_on_request(small):
+    _, trace = irqlab.run(small)
+    assert trace is None
+    _, trace = irqlab.run(small, trace=True)
+    assert isinstance(trace, bytes) and trace
+
+
+def test_validate_and_load(small):
+    p = run_cli("validate", small, "--set", "platform.cpus=4")
+    assert_ok(p)
+    assert p.stdout.startswith("OK ")
+    scen = irqlab.load(small, ["platform.cpus=4"])
+    assert scen["name"] == "small" and scen["seed"] == 42 and scen["expect"] == []
+
+
+def test_scenario_error_is_a_value_error(small):
+    assert issubclass(irqlab.ScenarioError, ValueError)
+    with pytest.raises(irqlab.ScenarioError, match="platform.cpus"):
+        irqlab.load(small, ["platform.cpus=lots"])
+
+
+def test_schema_describes_the_scenario_keys(tmp_path):
+    p = run_cli("schema")
+    assert_ok(p)
+    schema = json.loads(p.stdout)
+    assert {"name", "duration", "warmup", "seed"} <= set(schema["properties"])
+    out = tmp_path / "schema.json"
+    assert_ok(run_cli("schema", "--out", out))
+    assert json.loads(out.read_text()) == schema
+
+
+def test_version_flag():
+    p = run_cli("--version")
+    assert_ok(p)
+    assert irqlab.__version__ in p.stdout
+
+
+def test_every_bundled_scenario_validates():
+    files = sorted(irqlab.SCENARIOS_DIR.glob("*/*.toml"))
+    assert files
+    for f in files:
+        irqlab.load(f)  # raises ScenarioError naming the file if not

@@ -1,0 +1,77 @@
+"""The plumbing every command relies on: atomic writes and quiet output when
+not on a terminal."""
+
+from __future__ import annotations
+
+import os
+import pty
+import subprocess
+import sys
+
+import pytest
+
+from irqlab._util import UserError, atomic_write, check_overrides, one_line, progress_enabled
+from helpers import assert_ok, run_cli
+
+
+def test_atomic_write_replaces_whole_files_and_leaves_no_temp(tmp_path):
+    dest = tmp_path / "sub" / "out.json"
+    atomic_write(dest, "x" * 10_000)
+    atomic_write(dest, "short")
+    assert dest.read_text() == "short"
+    assert sorted(p.name for p in dest.parent.iterdir()) == ["out.json"]
+    # Written files get the usual umask-derived mode, not mkstemp's 0600.
+    umask = os.umask(0)
+    os.umask(umask)
+    assert dest.stat().st_mode & 0o777 == 0o666 & ~umask
+
+
+def test_atomic_write_failure_is_a_user_error_and_keeps_the_old_file(tmp_path):
+    blocker = tmp_path / "file"
+    blocker.write_text("old")
+    with pytest.raises(UserError, match="cannot write"):
+        atomic_write(blocker / "child.json", "new")  # parent is a file
+    assert blocker.read_text() == "old"
+    with pytest.raises(UserError):
+        atomic_write(tmp_path, "x")  # destination is a directory
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["file"]
+
+
+def test_check_overrides_and_one_line():
+    assert check_overrides(["a.b=1", "c=x=y"]) == ["a.b=1", "c=x=y"]
+    with pytest.raises(UserError, match="KEY=VALUE"):
+        check_overrides(["=1"])
+    assert one_line("a\n  |\n  b  \n") == "a | b"
+
+
+def test_progress_is_off_in_ci(monkeypatch):
+    monkeypatch.setenv("CI", "true")
+    assert progress_enabled() is False
+
+
+def test_piped_sweep_output_has_no_progress_bar(small, tmp_path):
+    p = run_cli("sweep", small, "--grid", "seed=1,2", "--out", tmp_path / "s.parquet")
+    assert_ok(p)
+    assert p.stderr == ""  # the bar would draw on stderr
+
+
+def test_a_terminal_gets_a_progress_bar(small, tmp_path):
+    primary, secondary = pty.openpty()
+    env = {k: v for k, v in os.environ.items() if k != "CI"}
+    p = subprocess.run(
+        [sys.executable, "-m", "irqlab", "sweep", small, "--grid", "seed=1,2,3", "--out", tmp_path / "s.parquet"],
+        stdout=subprocess.DEVNULL, stderr=secondary, env=env, timeout=120,
+    )
+    os.close(secondary)
+    seen = b""
+    while True:
+        try:
+            chunk = os.read(primary, 65536)
+        except OSError:  # EIO: the pty has no writer left
+            break
+        if not chunk:
+            break
+        seen += chunk
+    os.close(primary)
+    assert p.returncode == 0
+    assert b"sweep (3 points)" in seen
