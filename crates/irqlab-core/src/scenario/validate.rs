@@ -77,12 +77,7 @@ pub fn check(s: &Scenario) -> Check {
     let mut names = HashSet::new();
     for (i, src) in s.sources.iter().enumerate() {
         let p = format!("source[{i}]");
-        if !names.insert(src.name.as_str()) {
-            return err(format!("{p}.name"), format!("\"{}\" is used twice", src.name));
-        }
-        if src.count == 0 {
-            return err(format!("{p}.count"), "must be at least 1");
-        }
+        instances(&p, &src.name, src.count, &mut names)?;
         targets(&p, &src.cpus, src.vm.as_deref(), cpus, &vm_vcpus, &hosted)?;
         if src.arrival == super::Arrival::Periodic && src.rate.0 == 0.0 {
             return err(format!("{p}.rate"), "a periodic source needs a rate above 0");
@@ -91,12 +86,7 @@ pub fn check(s: &Scenario) -> Check {
     let mut names = HashSet::new();
     for (i, t) in s.tasks.iter().enumerate() {
         let p = format!("task[{i}]");
-        if !names.insert(t.name.as_str()) {
-            return err(format!("{p}.name"), format!("\"{}\" is used twice", t.name));
-        }
-        if t.count == 0 {
-            return err(format!("{p}.count"), "must be at least 1");
-        }
+        instances(&p, &t.name, t.count, &mut names)?;
         targets(&p, &t.cpus, t.vm.as_deref(), cpus, &vm_vcpus, &hosted)?;
         if t.exception == super::ExceptionKind::None && t.work.ps() == 0 {
             return err(format!("{p}.work"), "a task with no exception needs work above 0 (it would loop in zero time)");
@@ -121,6 +111,17 @@ pub fn check(s: &Scenario) -> Check {
         if b <= a {
             return err("trace.end", "must be after trace.start");
         }
+    }
+    Ok(())
+}
+
+/// A source's or task's name is unique in its list, and it has at least one instance.
+fn instances<'a>(p: &str, name: &'a str, count: u32, names: &mut HashSet<&'a str>) -> Check {
+    if !names.insert(name) {
+        return err(format!("{p}.name"), format!("\"{name}\" is used twice"));
+    }
+    if count == 0 {
+        return err(format!("{p}.count"), "must be at least 1");
     }
     Ok(())
 }
