@@ -37,7 +37,7 @@ impl TaskState {
 impl Machine {
     pub(crate) fn task_phase_done(&mut self, s: &mut Scheduler<Ev>, c: usize, t: u32, phase: TaskPhase) {
         let task = &self.tasks[t as usize];
-        let (kind, work, body, off) = (task.kind, task.work, task.body, task.irqs_off);
+        let (kind, body, off) = (task.kind, task.body, task.irqs_off);
         let w = |phase| Work::Task { task: t, phase };
         match phase {
             TaskPhase::User if kind == ExceptionKind::None => self.op_done(s, c, t, false),
@@ -47,7 +47,6 @@ impl Machine {
             TaskPhase::Body => self.set_phase(s, c, w(TaskPhase::Exit), Mask::Daif, self.c.exc_exit),
             TaskPhase::Exit => self.op_done(s, c, t, kind == ExceptionKind::Yield),
         }
-        let _ = work;
     }
 
     /// One operation finished, back in user mode: count it, then either keep
