@@ -109,7 +109,7 @@ impl Machine {
                 vcpu_of[p as usize] = Some((v as u32, i as u32));
             }
         }
-        let cpus: Vec<Cpu> = (0..sc.platform.cpus)
+        let mut cpus: Vec<Cpu> = (0..sc.platform.cpus)
             .map(|i| {
                 let t = tracer.track(&format!("cpu{i}"), None);
                 let vt = match vcpu_of[i as usize] {
@@ -168,7 +168,6 @@ impl Machine {
             }
         }
         let mut tasks = Vec::new();
-        let mut cpus = cpus;
         for (g, t) in sc.tasks.iter().enumerate() {
             for i in 0..t.count {
                 let (cpu, _, level) = pcpu(&t.vm, t.cpus[i as usize % t.cpus.len()]);
