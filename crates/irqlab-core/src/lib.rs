@@ -4,11 +4,13 @@
 //! - [`engine`]: time, event queue, timers, RNG streams, stats, Perfetto trace.
 //! - [`scenario`]: the scenario schema, loading and validation.
 //! - [`hw`], [`os`], [`virt`], [`workload`]: the machine model's parts.
+//! - [`nmi`]: M1, pseudo-NMI costs and cross-CPU requests.
 //! - [`machine`]: wiring and event dispatch; [`run`]: a scenario end to end.
 
 pub mod engine;
 pub mod hw;
 pub mod machine;
+pub mod nmi;
 pub mod os;
 pub mod report;
 pub mod run;

@@ -7,10 +7,12 @@ use crate::engine::stats::{Latency, Series};
 use crate::engine::time::{Ps, NEVER};
 use crate::engine::trace::{TraceBounds, Tracer, TrackId};
 use crate::engine::{Model, Scheduler};
-use crate::hw::cpu::{Cpu, Frame, Level, Mask, Work};
+use crate::hw::cpu::{Cpu, Frame, Level, Mask, Prio, Work};
 use crate::hw::fabric::Fabric;
 use crate::hw::msi::Source;
-use crate::scenario::{Arrival, Masking, Scenario};
+use crate::nmi::crosscall::{CallState, NO_CALL};
+use crate::nmi::pmr::{default_irq_pairs, PmrTax};
+use crate::scenario::{Arrival, Masking, Mechanism, Scenario};
 use crate::workload::TaskState;
 use std::collections::{BTreeMap, HashSet};
 
@@ -26,18 +28,21 @@ pub enum Ev {
     Done(u32),
     /// Sample the time series.
     Sample,
+    /// A cross-call's requester sends its next signal.
+    Signal(u32),
 }
 
 /// Costs from the scenario, in ps, converted once.
 pub struct Costs {
-    pub irq_entry: Ps,
-    pub irq_exit: Ps,
     pub exc_entry: Ps,
     pub exc_exit: Ps,
     pub switch: Ps,
     pub timeslice: Ps,
-    /// What `local_irq_disable()` sets: DAIF.I, or the PMR under pseudo-NMI.
-    pub irqs_off_mask: Mask,
+    /// What an IRQ handler runs under: DAIF.I, or under pseudo-NMI the PMR
+    /// (the GIC driver unmasks DAIF so that NMIs can nest).
+    pub irq_handler_mask: Mask,
+    /// Pseudo-NMI's per-path costs, already included in the entry/exit costs above.
+    pub pmr: PmrTax,
     pub hyp_exit: Ps,
     pub hyp_handler: Ps,
     pub hyp_inject: Ps,
@@ -83,6 +88,7 @@ pub struct Machine {
     pub n: Counters,
     pub audit: Audit,
     pub tracer: Tracer,
+    pub calls: Vec<CallState>,
     pub msi_tracks: Vec<TrackId>,
     pub backlog_track: Option<TrackId>,
     pub warmup: Ps,
@@ -131,7 +137,16 @@ impl Machine {
                 None => (c, None, Level::Host),
             }
         };
+        let ghz = sc.cpu.ghz;
+        let cost = |c: crate::scenario::CpuTime| c.ps(ghz).expect("validated: cycles need cpu.ghz");
+        let pmr = match sc.cpu.masking {
+            Masking::Daif => PmrTax::default(),
+            Masking::Pmr => PmrTax::new(cost(sc.cpu.pmr.access), cost(sc.cpu.pmr.dsb), sc.cpu.pmr.pmhe),
+        };
+        let irq_entry = sc.cpu.irq_entry.ps() + pmr.entry + pmr.irq;
+        let irq_exit = sc.cpu.irq_exit.ps() + pmr.exit;
         let mut srcs = Vec::new();
+        let mut src_groups: Vec<String> = sc.sources.iter().map(|s| s.name.clone()).collect();
         let mut msi_tracks = Vec::new();
         for (g, s) in sc.sources.iter().enumerate() {
             let track = tracer.track(&format!("{} msi", s.name), None);
@@ -151,7 +166,12 @@ impl Machine {
                     vm,
                     handler: s.handler.ps(),
                     softirq: s.softirq.ps(),
-                    nmi: s.nmi,
+                    prio: if s.nmi { Prio::Nmi } else { Prio::Normal },
+                    entry: irq_entry,
+                    exit: irq_exit,
+                    latency: 0,
+                    xcall: NO_CALL,
+                    xtarget: 0,
                     pending: false,
                     raised: 0,
                     flow: 0,
@@ -167,6 +187,50 @@ impl Machine {
                 });
             }
         }
+        let mut calls = Vec::new();
+        for (k, x) in sc.crosscalls.iter().enumerate() {
+            let targets: Vec<u32> = match &x.targets {
+                Some(t) => t.clone(),
+                None => (0..sc.platform.cpus).filter(|&c| c != x.from).collect(),
+            };
+            let n = targets.len() as u32;
+            let mut ids = Vec::new();
+            for (stage, &m) in x.mechanisms.iter().enumerate() {
+                let group = format!("crosscall.{}.{}", x.name, m.name());
+                msi_tracks.push(tracer.track(&group, None));
+                src_groups.push(group.clone());
+                let (prio, entry, exit, latency) = match m {
+                    Mechanism::Ipi => (Prio::Normal, irq_entry, irq_exit, sc.cpu.sgi_latency.ps()),
+                    Mechanism::PseudoNmi => (Prio::Nmi, irq_entry, irq_exit, sc.cpu.sgi_latency.ps()),
+                    Mechanism::Nmi => (Prio::Super, irq_entry, irq_exit, sc.cpu.sgi_latency.ps()),
+                    Mechanism::Sdei => (Prio::Super, sc.cpu.sdei.dispatch.ps(), sc.cpu.sdei.complete.ps(), sc.cpu.sdei.signal.ps()),
+                };
+                for (j, &cpu) in targets.iter().enumerate() {
+                    let name = format!("{group}.cpu{cpu}");
+                    ids.push(srcs.len() as u32);
+                    srcs.push(Source::silent(name, (src_groups.len() - 1) as u32, cpu, x.handler.ps(), prio, entry, exit, latency));
+                    let src = srcs.last_mut().expect("just pushed");
+                    src.xcall = k as u32;
+                    src.xtarget = stage as u32 * n + j as u32;
+                    src.track = *msi_tracks.last().expect("just pushed");
+                }
+            }
+            calls.push(CallState {
+                name: x.name.clone(),
+                at: x.at.ps(),
+                reached: vec![None; targets.len()],
+                targets,
+                mechanisms: x.mechanisms.clone(),
+                srcs: ids,
+                timeout: x.timeout.map(|t| t.ps()).unwrap_or(0),
+                signals: x.signals,
+                interval: x.signal_interval.ps(),
+                stage: 0,
+                rep: 0,
+                handler_runs: 0,
+                signals_sent: 0,
+            });
+        }
         let mut tasks = Vec::new();
         for (g, t) in sc.tasks.iter().enumerate() {
             for i in 0..t.count {
@@ -178,8 +242,14 @@ impl Machine {
                     level,
                     work: t.work.ps(),
                     kind: t.exception,
-                    body: t.body.ps(),
+                    // The IRQs-off pairs' PMR writes lengthen the body (no-op under DAIF).
+                    body: t.body.ps() + t.irq_pairs.unwrap_or(default_irq_pairs(t.exception)) as u64 * pmr.pair,
                     irqs_off: t.irqs_off.ps(),
+                    irqs_off_mask: match t.irqs_off_with.unwrap_or(sc.cpu.masking) {
+                        Masking::Daif => Mask::Daif,
+                        Masking::Pmr => Mask::Pmr,
+                    },
+                    pmr_tax: pmr.per_op(t.irq_pairs.unwrap_or(default_irq_pairs(t.exception))),
                     saved: None,
                     ops: 0,
                 });
@@ -190,16 +260,15 @@ impl Machine {
         let span = end - warmup;
         Machine {
             c: Costs {
-                irq_entry: sc.cpu.irq_entry.ps(),
-                irq_exit: sc.cpu.irq_exit.ps(),
-                exc_entry: sc.cpu.exception_entry.ps(),
-                exc_exit: sc.cpu.exception_exit.ps(),
+                exc_entry: sc.cpu.exception_entry.ps() + pmr.entry,
+                exc_exit: sc.cpu.exception_exit.ps() + pmr.exit,
                 switch: sc.cpu.context_switch.ps(),
                 timeslice: sc.cpu.timeslice.ps(),
-                irqs_off_mask: match sc.cpu.masking {
+                irq_handler_mask: match sc.cpu.masking {
                     Masking::Daif => Mask::Daif,
                     Masking::Pmr => Mask::Pmr,
                 },
+                pmr,
                 hyp_exit: sc.hypervisor.exit.ps(),
                 hyp_handler: sc.hypervisor.handler.ps(),
                 hyp_inject: sc.hypervisor.inject.ps(),
@@ -207,13 +276,14 @@ impl Machine {
             },
             cpus,
             srcs,
-            src_groups: sc.sources.iter().map(|s| s.name.clone()).collect(),
+            src_groups,
             tasks,
             task_groups: sc.tasks.iter().map(|t| t.name.clone()).collect(),
             fabric: Fabric::new(sc.fabric.msi_write.ps(), sc.fabric.slots, sc.fabric.latency.ps()),
             n: Counters::default(),
             audit: Audit::default(),
             tracer,
+            calls,
             msi_tracks,
             backlog_track,
             warmup,
@@ -244,6 +314,9 @@ impl Machine {
             if gap != NEVER && gap < self.srcs[i].stop {
                 s.at(gap, Ev::Fire(i as u32));
             }
+        }
+        for (k, call) in self.calls.iter().enumerate() {
+            s.at(call.at, Ev::Signal(k as u32));
         }
         s.at(self.warmup + self.interval, Ev::Sample);
     }
@@ -277,7 +350,7 @@ impl Machine {
     }
 
     /// The interrupt controller sets the pending bit, or merges into it.
-    fn arrive(&mut self, s: &mut Scheduler<Ev>, i: u32, raised: Ps, flow: u64) {
+    pub(crate) fn arrive(&mut self, s: &mut Scheduler<Ev>, i: u32, raised: Ps, flow: u64) {
         self.audit.arrived += 1;
         let src = &mut self.srcs[i as usize];
         if src.pending {
@@ -289,11 +362,11 @@ impl Machine {
         src.raised = raised;
         src.flow = flow;
         src.events = 1;
-        let (c, nmi) = (src.cpu as usize, src.nmi);
-        self.cpus[c].pending.push(i, nmi);
+        let (c, prio) = (src.cpu as usize, src.prio);
+        self.cpus[c].pending.push(i, prio);
         let top = *self.cpus[c].top();
         // A running guest does not mask physical interrupts: they exit to the hypervisor.
-        if top.level == Level::Guest || top.mask.admits(nmi) {
+        if top.level == Level::Guest || top.mask.admits(prio) {
             self.pause_top(s, c);
             self.run_top(s, c);
         }
@@ -359,6 +432,7 @@ impl Model for Machine {
                     s.at(now + self.interval, Ev::Sample);
                 }
             }
+            Ev::Signal(k) => self.crosscall_signal(s, k),
         }
     }
 }

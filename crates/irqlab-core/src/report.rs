@@ -93,9 +93,11 @@ impl Machine {
 
         if !self.tasks.is_empty() {
             let mut ops = vec![(0u64, 0u64); self.task_groups.len()];
+            let mut tax = vec![0; self.task_groups.len()];
             for t in &self.tasks {
                 ops[t.group as usize].0 += t.ops;
                 ops[t.group as usize].1 += 1;
+                tax[t.group as usize] = t.pmr_tax;
             }
             let mut total = 0;
             for (g, name) in self.task_groups.iter().enumerate() {
@@ -106,10 +108,12 @@ impl Machine {
                 if o > 0 {
                     r.metric(format!("task.{name}.ns_per_op"), secs * 1e9 * count as f64 / o as f64);
                 }
+                r.metric(format!("task.{name}.pmr_tax_ns_per_op"), tax[g] as f64 / 1e3);
             }
             r.metric("ops_per_s", total as f64 / secs);
         }
 
+        self.crosscall_report(&mut r);
         if self.fabric.has_cost() {
             r.metric("fabric.utilisation", self.fabric.busy as f64 / (span.max(1) as f64 * self.fabric.slots() as f64));
             r.histogram("fabric_wait", &self.fabric.wait);

@@ -77,7 +77,7 @@ pub struct TraceBounds {
     pub max_events: usize,
 }
 
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
 pub struct TrackId(u32);
 
 struct TrackState {

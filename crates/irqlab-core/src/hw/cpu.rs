@@ -24,17 +24,35 @@ pub enum Mask {
     Open,
     /// `ICC_PMR_EL1` at the "IRQs off" priority (pseudo-NMI): NMI-priority interrupts still get through.
     Pmr,
-    /// `PSTATE.DAIF.I` set: nothing gets through (exception entry and exit always run like this).
+    /// `PSTATE.DAIF.I` set: no IRQ gets through, pseudo-NMIs included (exception
+    /// entry and exit always run like this). Only what bypasses DAIF.I does:
+    /// firmware-dispatched SDEI events and FEAT_NMI superpriority interrupts.
     Daif,
+    /// Everything masked, superpriority too (`PSTATE.ALLINT`, or the body of an
+    /// SDEI/NMI handler that must not nest).
+    All,
+}
+
+/// Interrupt priority classes, lowest first.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord)]
+pub enum Prio {
+    /// An ordinary IRQ (device MSI, SGI used as IPI).
+    Normal = 0,
+    /// GIC priority above the PMR "IRQs off" value: a pseudo-NMI.
+    Nmi = 1,
+    /// Beyond DAIF.I: an SDEI event dispatched by EL3 firmware, or a FEAT_NMI
+    /// superpriority interrupt.
+    Super = 2,
 }
 
 impl Mask {
     #[inline]
-    pub fn admits(self, nmi: bool) -> bool {
+    pub fn admits(self, p: Prio) -> bool {
         match self {
             Mask::Open => true,
-            Mask::Pmr => nmi,
-            Mask::Daif => false,
+            Mask::Pmr => p >= Prio::Nmi,
+            Mask::Daif => p == Prio::Super,
+            Mask::All => false,
         }
     }
 }

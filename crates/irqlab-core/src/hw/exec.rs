@@ -52,12 +52,13 @@ impl Machine {
         }
         let top = *cpu.top();
         let guest = top.level == Level::Guest;
-        if let Some(src) = cpu.pending.take(guest || top.mask.admits(true), guest || top.mask.admits(false)) {
+        // A running guest's mask does not hold back physical interrupts: they exit.
+        if let Some(src) = cpu.pending.take(if guest { Mask::Open } else { top.mask }) {
             self.take_physical(s, c, src);
             return true;
         }
         if guest {
-            if let Some(src) = cpu.vpending.take(top.mask.admits(true), top.mask.admits(false)) {
+            if let Some(src) = cpu.vpending.take(top.mask) {
                 self.take_virtual(s, c, src);
                 return true;
             }

@@ -6,6 +6,7 @@
 use crate::engine::rng::{exp_sample, Rng};
 use crate::engine::time::{s_to_ps, Ps, NEVER};
 use crate::engine::trace::TrackId;
+use crate::hw::cpu::Prio;
 use rand::Rng as _;
 
 pub struct Source {
@@ -23,7 +24,17 @@ pub struct Source {
     pub vm: Option<u32>,
     pub handler: Ps,
     pub softirq: Ps,
-    pub nmi: bool,
+    pub prio: Prio,
+    /// Exception entry and exit around the handler: the IRQ vector's, or SDEI
+    /// firmware dispatch and `SDEI_EVENT_COMPLETE` for an SDEI event.
+    pub entry: Ps,
+    pub exit: Ps,
+    /// Fixed delay of a signal that does not cross the fabric (SGI, SDEI).
+    pub latency: Ps,
+    /// The cross-call this source belongs to (`NO_CALL` if none), and its
+    /// `stage * targets + target` index there.
+    pub xcall: u32,
+    pub xtarget: u32,
 
     /// Physical pending bit, when it was first raised, its flow id, and how many
     /// writes (completions) it stands for.
@@ -47,6 +58,42 @@ pub struct Source {
 }
 
 impl Source {
+    /// A source with no arrivals of its own, raised by a model (a cross-call's SGI or SDEI event).
+    #[allow(clippy::too_many_arguments)]
+    pub fn silent(name: String, group: u32, cpu: u32, handler: Ps, prio: Prio, entry: Ps, exit: Ps, latency: Ps) -> Source {
+        Source {
+            rng: crate::engine::rng::stream(0, &name),
+            handler_name: format!("{name} handler"),
+            name,
+            group,
+            mean_gap_s: f64::INFINITY,
+            periodic: false,
+            stop: NEVER,
+            cpu,
+            vm: None,
+            handler,
+            softirq: 0,
+            prio,
+            entry,
+            exit,
+            latency,
+            xcall: crate::nmi::crosscall::NO_CALL,
+            xtarget: 0,
+            pending: false,
+            raised: 0,
+            flow: 0,
+            events: 0,
+            in_fabric: Default::default(),
+            inflight: 0,
+            vpending: false,
+            vraised: 0,
+            vflow: 0,
+            vevents: 0,
+            handled: 0,
+            track: TrackId::default(),
+        }
+    }
+
     /// Time to the next arrival, or `NEVER`.
     #[inline]
     pub fn next_gap(&mut self) -> Ps {

@@ -4,7 +4,8 @@
 //! (`invoke_softirq()` is skipped when `in_interrupt()`).
 
 use crate::engine::Scheduler;
-use crate::hw::cpu::{Frame, IrqPhase, Level, Mask, TaskPhase, Work};
+use crate::hw::cpu::{Frame, IrqPhase, Level, Mask, Prio, TaskPhase, Work};
+use crate::nmi::crosscall::NO_CALL;
 use crate::machine::{Ev, Machine};
 
 impl Machine {
@@ -23,12 +24,23 @@ impl Machine {
         self.push_irq(s, c, i, Level::Host, origin, flow);
     }
 
+    /// What an interrupt's frame masks: an NMI must not nest in itself, and an
+    /// SDEI/FEAT_NMI handler masks even superpriority.
+    #[inline]
+    fn irq_mask(&self, i: u32, phase: IrqPhase) -> Mask {
+        match (self.srcs[i as usize].prio, phase) {
+            (Prio::Super, _) => Mask::All,
+            (Prio::Nmi, _) | (Prio::Normal, IrqPhase::Entry | IrqPhase::Exit) => Mask::Daif,
+            (Prio::Normal, IrqPhase::Handler) => self.c.irq_handler_mask,
+        }
+    }
+
     /// Pushes an interrupt frame; with no entry cost the handler starts at once.
     fn push_irq(&mut self, s: &mut Scheduler<Ev>, c: usize, i: u32, level: Level, origin: crate::engine::Ps, flow: u64) {
-        let entry = self.c.irq_entry;
+        let entry = self.srcs[i as usize].entry;
         let phase = if entry == 0 { IrqPhase::Handler } else { IrqPhase::Entry };
         let left = if entry == 0 { self.handler_start(s.now(), c, i, level, origin) } else { entry };
-        let mut f = Frame::new(Work::Irq { src: i, phase }, level, Mask::Daif, left);
+        let mut f = Frame::new(Work::Irq { src: i, phase }, level, self.irq_mask(i, phase), left);
         f.origin = origin;
         f.flow = flow;
         self.push_frame(s, c, f);
@@ -51,7 +63,11 @@ impl Machine {
         self.cpus[c].irqs += 1;
         let src = &mut self.srcs[i as usize];
         src.handled += 1;
-        src.handler
+        let handler = src.handler;
+        if src.xcall != NO_CALL {
+            self.crosscall_handled(now, i);
+        }
+        handler
     }
 
     /// The guest takes a virtual interrupt the hypervisor injected.
@@ -78,11 +94,13 @@ impl Machine {
         match phase {
             IrqPhase::Entry => {
                 let h = self.handler_start(now, c, i, f.level, f.origin);
-                self.set_phase(s, c, Work::Irq { src: i, phase: IrqPhase::Handler }, Mask::Daif, h);
+                let m = self.irq_mask(i, IrqPhase::Handler);
+                self.set_phase(s, c, Work::Irq { src: i, phase: IrqPhase::Handler }, m, h);
             }
-            IrqPhase::Handler if self.c.irq_exit > 0 => {
-                let x = self.c.irq_exit;
-                self.set_phase(s, c, Work::Irq { src: i, phase: IrqPhase::Exit }, Mask::Daif, x);
+            IrqPhase::Handler if self.srcs[i as usize].exit > 0 => {
+                let x = self.srcs[i as usize].exit;
+                let m = self.irq_mask(i, IrqPhase::Exit);
+                self.set_phase(s, c, Work::Irq { src: i, phase: IrqPhase::Exit }, m, x);
             }
             IrqPhase::Handler | IrqPhase::Exit => {
                 self.pop_frame(s, c);

@@ -6,7 +6,7 @@ mod overrides;
 mod units;
 mod validate;
 
-pub use units::{Rate, Time};
+pub use units::{CpuTime, Rate, Time};
 
 use schemars::JsonSchema;
 use serde::{Deserialize, Serialize};
@@ -51,6 +51,9 @@ pub struct Scenario {
     pub tasks: Vec<Task>,
     #[serde(default, rename = "vm")]
     pub vms: Vec<Vm>,
+    /// Cross-CPU requests (backtrace, crash-dump stop) and how they escalate.
+    #[serde(default, rename = "crosscall")]
+    pub crosscalls: Vec<CrossCall>,
     #[serde(default)]
     pub stats: StatsCfg,
     #[serde(default)]
@@ -108,6 +111,51 @@ pub struct CpuCosts {
     /// Time a task runs before it is preempted for another runnable one (checked on return to user).
     #[serde(default = "default_timeslice")]
     pub timeslice: Time,
+    /// Core clock in GHz, needed only for costs written in cycles (`"46cycles"`).
+    #[serde(default)]
+    pub ghz: Option<f64>,
+    /// What pseudo-NMI costs on every exception (used when `masking = "pmr"`).
+    #[serde(default)]
+    pub pmr: PmrCosts,
+    /// SDEI (firmware-dispatched event) costs, for cross-calls that use it.
+    #[serde(default)]
+    pub sdei: SdeiCosts,
+    /// SGI delivery: from the `ICC_SGI1R_EL1` write to the target's redistributor.
+    #[serde(default)]
+    pub sgi_latency: Time,
+}
+
+/// Costs of masking by GIC priority (`irqchip.gicv3_pseudo_nmi=1`). The model
+/// counts the places the kernel touches `ICC_PMR_EL1`/`ICC_RPR_EL1` per
+/// exception; only the cost of one access and of the DSB are parameters.
+#[derive(Clone, Debug, Default, Deserialize, Serialize, JsonSchema)]
+#[serde(deny_unknown_fields)]
+pub struct PmrCosts {
+    /// One system-register access to `ICC_PMR_EL1` (read or write) or `ICC_RPR_EL1`.
+    #[serde(default)]
+    pub access: CpuTime,
+    /// The synchronising `dsb sy` after unmasking, paid only when `pmhe` is set.
+    #[serde(default)]
+    pub dsb: CpuTime,
+    /// `ICC_CTLR_EL1.PMHE`: priority-mask hint enable. With 0 the kernel patches the DSB to a NOP.
+    #[serde(default)]
+    pub pmhe: bool,
+}
+
+/// SDEI software-signalled event 0 (`SDEI_EVENT_SIGNAL`, SMC 0xC400002F). No
+/// published figure exists: every default is 0 and a scenario states its assumption.
+#[derive(Clone, Debug, Default, Deserialize, Serialize, JsonSchema)]
+#[serde(deny_unknown_fields)]
+pub struct SdeiCosts {
+    /// The requester's SMC into EL3 until the event is marked for the target PE.
+    #[serde(default)]
+    pub signal: Time,
+    /// Firmware entry on the target PE and dispatch to the registered EL1 handler.
+    #[serde(default)]
+    pub dispatch: Time,
+    /// `SDEI_EVENT_COMPLETE`: the handler's SMC back to firmware and the return to the interrupted context.
+    #[serde(default)]
+    pub complete: Time,
 }
 
 fn default_timeslice() -> Time {
@@ -223,6 +271,69 @@ pub struct Task {
     /// A critical section at the start of the body with interrupts masked (`local_irq_disable`).
     #[serde(default)]
     pub irqs_off: Time,
+    /// How that section masks: `cpu.masking` by default; `"daif"` is code that
+    /// sets PSTATE.I itself (`local_daif_mask`), which pseudo-NMI cannot reach.
+    #[serde(default)]
+    pub irqs_off_with: Option<Masking>,
+    /// `local_irq_disable/enable` pairs on one pass of the exception path; by
+    /// default syscall 1, pagefault 1, yield 3, none 0 (docs/m1-masking-and-nmi.md).
+    #[serde(default)]
+    pub irq_pairs: Option<u32>,
+}
+
+/// How a cross-call reaches its target CPUs.
+#[derive(Clone, Copy, Debug, Deserialize, Serialize, JsonSchema, PartialEq, Eq)]
+#[serde(rename_all = "kebab-case")]
+pub enum Mechanism {
+    /// An ordinary SGI: held back by any IRQ mask.
+    Ipi,
+    /// An NMI-priority SGI: gets through PMR masking, not DAIF (needs `cpu.masking = "pmr"`).
+    PseudoNmi,
+    /// SDEI software-signalled event 0, dispatched by EL3 firmware whatever DAIF says.
+    Sdei,
+    /// FEAT_NMI (Armv8.8): a superpriority SGI that gets through DAIF.I.
+    Nmi,
+}
+
+impl Mechanism {
+    pub fn name(self) -> &'static str {
+        match self {
+            Mechanism::Ipi => "ipi",
+            Mechanism::PseudoNmi => "pseudo-nmi",
+            Mechanism::Sdei => "sdei",
+            Mechanism::Nmi => "nmi",
+        }
+    }
+}
+
+/// One CPU asks others to run a handler (`arch_trigger_cpumask_backtrace`,
+/// `smp_send_stop`): it signals with the first mechanism, and after `timeout`
+/// signals the CPUs that have not answered with the next one.
+#[derive(Clone, Debug, Deserialize, Serialize, JsonSchema)]
+#[serde(deny_unknown_fields)]
+pub struct CrossCall {
+    pub name: String,
+    /// When the request is made (at or after warm-up).
+    pub at: Time,
+    /// The requesting CPU.
+    #[serde(default)]
+    pub from: u32,
+    /// Target CPUs; default every CPU but `from`.
+    #[serde(default)]
+    pub targets: Option<Vec<u32>>,
+    /// Mechanisms in escalation order, e.g. `["ipi", "sdei"]`.
+    pub mechanisms: Vec<Mechanism>,
+    /// How long to wait for every target before escalating (needed with more than one mechanism).
+    #[serde(default)]
+    pub timeout: Option<Time>,
+    /// Signals sent per mechanism (a retrying requester); edge-triggered delivery may merge them.
+    #[serde(default = "one_u32")]
+    pub signals: u32,
+    /// Gap between repeated signals.
+    #[serde(default)]
+    pub signal_interval: Time,
+    /// The handler on the target (e.g. dumping a backtrace).
+    pub handler: Time,
 }
 
 /// A VM whose vCPUs are pinned 1:1 to `pcpus`.

@@ -132,3 +132,83 @@ impl JsonSchema for Rate {
         o.into()
     }
 }
+
+/// A CPU cost written as a time (`"14ns"`) or in core cycles (`"46cycles"`,
+/// converted with `cpu.ghz`).
+#[derive(Clone, Copy, Debug, Default, PartialEq)]
+pub enum CpuTime {
+    #[default]
+    Zero,
+    Time(Ps),
+    Cycles(f64),
+}
+
+impl CpuTime {
+    /// In ps; `None` for cycles without a clock.
+    pub fn ps(self, ghz: Option<f64>) -> Option<Ps> {
+        match self {
+            CpuTime::Zero => Some(0),
+            CpuTime::Time(p) => Some(p),
+            CpuTime::Cycles(c) => ghz.map(|g| (c / g * PS_PER_NS as f64).round() as Ps),
+        }
+    }
+}
+
+impl<'de> Deserialize<'de> for CpuTime {
+    fn deserialize<D: Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
+        struct V;
+        impl de::Visitor<'_> for V {
+            type Value = CpuTime;
+            fn expecting(&self, f: &mut std::fmt::Formatter) -> std::fmt::Result {
+                f.write_str("a time with a unit (\"14ns\") or cycles (\"46cycles\")")
+            }
+            fn visit_str<E: de::Error>(self, s: &str) -> Result<CpuTime, E> {
+                let t = s.trim();
+                if let Some(n) = t.strip_suffix("cycles") {
+                    return match n.trim().parse::<f64>() {
+                        Ok(c) if c.is_finite() && c >= 0.0 => Ok(CpuTime::Cycles(c)),
+                        _ => Err(E::custom(format!("\"{s}\": expected a non-negative number of cycles, like \"46cycles\""))),
+                    };
+                }
+                parse_duration(s).map(CpuTime::Time).map_err(E::custom)
+            }
+            fn visit_i64<E: de::Error>(self, v: i64) -> Result<CpuTime, E> {
+                if v == 0 {
+                    Ok(CpuTime::Zero)
+                } else {
+                    Err(E::custom(format!("{v}: a cost needs a unit, like \"{v}ns\" or \"{v}cycles\"")))
+                }
+            }
+            fn visit_u64<E: de::Error>(self, v: u64) -> Result<CpuTime, E> {
+                self.visit_i64(v as i64)
+            }
+            fn visit_f64<E: de::Error>(self, v: f64) -> Result<CpuTime, E> {
+                Err(E::custom(format!("{v}: a cost needs a unit, like \"{v}ns\" or \"{v}cycles\"")))
+            }
+        }
+        d.deserialize_any(V)
+    }
+}
+
+impl Serialize for CpuTime {
+    fn serialize<S: Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
+        match *self {
+            CpuTime::Zero => Time(0).serialize(s),
+            CpuTime::Time(p) => Time(p).serialize(s),
+            CpuTime::Cycles(c) => s.serialize_str(&format!("{c}cycles")),
+        }
+    }
+}
+
+impl JsonSchema for CpuTime {
+    fn schema_name() -> String {
+        "CpuTime".into()
+    }
+    fn json_schema(_: &mut SchemaGenerator) -> Schema {
+        let mut o = SchemaObject { instance_type: Some(InstanceType::String.into()), ..Default::default() };
+        o.string().pattern =
+            Some(r"^\s*(0|[0-9]*\.?[0-9]+([eE][-+]?[0-9]+)?\s*(ps|ns|us|µs|ms|s|cycles))\s*$".into());
+        o.metadata().description = Some("A time with a unit (\"14ns\") or core cycles (\"46cycles\", needs cpu.ghz)".into());
+        o.into()
+    }
+}

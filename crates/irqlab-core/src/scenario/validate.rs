@@ -83,6 +83,8 @@ pub fn check(s: &Scenario) -> Check {
             return err(format!("{p}.rate"), "a periodic source needs a rate above 0");
         }
     }
+    cpu_costs(s)?;
+    crosscalls(s, &hosted)?;
     let mut names = HashSet::new();
     for (i, t) in s.tasks.iter().enumerate() {
         let p = format!("task[{i}]");
@@ -93,6 +95,9 @@ pub fn check(s: &Scenario) -> Check {
         }
         if t.irqs_off > t.body {
             return err(format!("{p}.irqs_off"), "is part of the body, so it cannot be longer than body");
+        }
+        if t.irqs_off_with == Some(super::Masking::Pmr) && s.cpu.masking != super::Masking::Pmr {
+            return err(format!("{p}.irqs_off_with"), "\"pmr\" needs pseudo-NMI: set cpu.masking = \"pmr\"");
         }
     }
     for (i, e) in s.expect.iter().enumerate() {
@@ -162,6 +167,84 @@ fn targets(
                     );
                 }
             }
+        }
+    }
+    Ok(())
+}
+
+fn cpu_costs(s: &Scenario) -> Check {
+    if let Some(g) = s.cpu.ghz {
+        if !(g.is_finite() && g > 0.0) {
+            return err("cpu.ghz", format!("{g}: expected a clock above 0 GHz, like 3.4"));
+        }
+    }
+    for (key, c) in [("cpu.pmr.access", s.cpu.pmr.access), ("cpu.pmr.dsb", s.cpu.pmr.dsb)] {
+        if c.ps(s.cpu.ghz).is_none() {
+            return err(key, "is given in cycles, so cpu.ghz must be set to convert it");
+        }
+    }
+    Ok(())
+}
+
+fn crosscalls(s: &Scenario, hosted: &[Option<String>]) -> Check {
+    let cpus = s.platform.cpus;
+    let mut names = HashSet::new();
+    for (i, x) in s.crosscalls.iter().enumerate() {
+        let p = format!("crosscall[{i}]");
+        if !names.insert(x.name.as_str()) {
+            return err(format!("{p}.name"), format!("\"{}\" is used twice", x.name));
+        }
+        if x.at < s.warmup || x.at >= s.duration {
+            return err(format!("{p}.at"), "must be within the measured span: at or after warmup, before duration");
+        }
+        if x.from >= cpus {
+            return err(format!("{p}.from"), format!("cpu {} does not exist (platform.cpus = {cpus})", x.from));
+        }
+        let targets: Vec<u32> = match &x.targets {
+            Some(t) => t.clone(),
+            None => (0..cpus).filter(|&c| c != x.from).collect(),
+        };
+        if targets.is_empty() {
+            return err(format!("{p}.targets"), "no target CPU (a one-CPU platform has no other CPU to call)");
+        }
+        let mut seen = HashSet::new();
+        for (j, &c) in targets.iter().enumerate() {
+            if c >= cpus {
+                return err(format!("{p}.targets[{j}]"), format!("cpu {c} does not exist (platform.cpus = {cpus})"));
+            }
+            if !seen.insert(c) {
+                return err(format!("{p}.targets[{j}]"), format!("cpu {c} is listed twice"));
+            }
+            if let Some(owner) = &hosted[c as usize] {
+                return err(format!("{p}.targets[{j}]"), format!("cpu {c} runs a vCPU of {owner}; cross-calls target host CPUs"));
+            }
+        }
+        if x.mechanisms.is_empty() {
+            return err(format!("{p}.mechanisms"), "must list at least one of \"ipi\", \"pseudo-nmi\", \"sdei\", \"nmi\"");
+        }
+        let mut seen = HashSet::new();
+        for (j, m) in x.mechanisms.iter().enumerate() {
+            if !seen.insert(m.name()) {
+                return err(format!("{p}.mechanisms[{j}]"), format!("\"{}\" is listed twice", m.name()));
+            }
+            if *m == super::Mechanism::PseudoNmi && s.cpu.masking != super::Masking::Pmr {
+                return err(format!("{p}.mechanisms[{j}]"), "\"pseudo-nmi\" needs cpu.masking = \"pmr\" (irqchip.gicv3_pseudo_nmi=1)");
+            }
+        }
+        if x.signals == 0 {
+            return err(format!("{p}.signals"), "must be at least 1");
+        }
+        if x.signals > 1 && x.signal_interval.ps() == 0 {
+            return err(format!("{p}.signal_interval"), "must be above 0 when signals > 1");
+        }
+        match x.timeout {
+            None if x.mechanisms.len() > 1 => {
+                return err(format!("{p}.timeout"), "is needed to escalate from one mechanism to the next");
+            }
+            Some(t) if t.ps() == 0 || (x.signals as u64 - 1) * x.signal_interval.ps() >= t.ps() => {
+                return err(format!("{p}.timeout"), "must be above 0 and longer than the repeated signals ((signals - 1) x signal_interval)");
+            }
+            _ => {}
         }
     }
     Ok(())

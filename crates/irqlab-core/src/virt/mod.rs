@@ -48,7 +48,7 @@ impl Machine {
         src.vraised = f.origin;
         src.vflow = f.flow;
         src.vevents = moved;
-        let nmi = src.nmi;
-        self.cpus[c].vpending.push(i, nmi);
+        let prio = src.prio;
+        self.cpus[c].vpending.push(i, prio);
     }
 }

@@ -14,6 +14,10 @@ pub struct TaskState {
     pub kind: ExceptionKind,
     pub body: Ps,
     pub irqs_off: Ps,
+    /// What its IRQs-off section masks.
+    pub irqs_off_mask: Mask,
+    /// Pseudo-NMI's extra time per operation (0 under DAIF), for the report.
+    pub pmr_tax: Ps,
     /// The frame to resume when switched back in.
     pub saved: Option<Frame>,
     pub ops: u64,
@@ -37,12 +41,12 @@ impl TaskState {
 impl Machine {
     pub(crate) fn task_phase_done(&mut self, s: &mut Scheduler<Ev>, c: usize, t: u32, phase: TaskPhase) {
         let task = &self.tasks[t as usize];
-        let (kind, body, off) = (task.kind, task.body, task.irqs_off);
+        let (kind, body, off, off_mask) = (task.kind, task.body, task.irqs_off, task.irqs_off_mask);
         let w = |phase| Work::Task { task: t, phase };
         match phase {
             TaskPhase::User if kind == ExceptionKind::None => self.op_done(s, c, t, false),
             TaskPhase::User => self.set_phase(s, c, w(TaskPhase::Entry), Mask::Daif, self.c.exc_entry),
-            TaskPhase::Entry if off > 0 => self.set_phase(s, c, w(TaskPhase::IrqsOff), self.c.irqs_off_mask, off),
+            TaskPhase::Entry if off > 0 => self.set_phase(s, c, w(TaskPhase::IrqsOff), off_mask, off),
             TaskPhase::Entry | TaskPhase::IrqsOff => self.set_phase(s, c, w(TaskPhase::Body), Mask::Open, body - off),
             TaskPhase::Body => self.set_phase(s, c, w(TaskPhase::Exit), Mask::Daif, self.c.exc_exit),
             TaskPhase::Exit => self.op_done(s, c, t, kind == ExceptionKind::Yield),
