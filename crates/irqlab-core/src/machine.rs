@@ -172,6 +172,7 @@ impl Machine {
                     latency: 0,
                     xcall: NO_CALL,
                     xtarget: 0,
+                    sdei: false,
                     pending: false,
                     raised: 0,
                     flow: 0,
@@ -212,6 +213,7 @@ impl Machine {
                     let src = srcs.last_mut().expect("just pushed");
                     src.xcall = k as u32;
                     src.xtarget = stage as u32 * n + j as u32;
+                    src.sdei = m == Mechanism::Sdei;
                     src.track = *msi_tracks.last().expect("just pushed");
                 }
             }

@@ -16,6 +16,7 @@ struct Mix {
     slots: u32,
     vm: bool,
     costs: (u32, u32, u32),                    // irq entry/exit, exception entry
+    xcall: (u32, u32, u32),                    // (mechanism mask 1..16, signals, signal gap us)
 }
 
 fn mix() -> impl Strategy<Value = Mix> {
@@ -28,8 +29,9 @@ fn mix() -> impl Strategy<Value = Mix> {
         1u32..4,
         any::<bool>(),
         (0u32..300, 0u32..300, 0u32..500),
+        (0u32..16, 1u32..4, 1u32..20),
     )
-        .prop_map(|(cpus, sources, tasks, masking, msi_write_ns, slots, vm, costs)| Mix {
+        .prop_map(|(cpus, sources, tasks, masking, msi_write_ns, slots, vm, costs, xcall)| Mix {
             cpus,
             sources,
             tasks,
@@ -38,6 +40,7 @@ fn mix() -> impl Strategy<Value = Mix> {
             slots,
             vm,
             costs,
+            xcall,
         })
 }
 
@@ -50,8 +53,9 @@ fn scenario(m: &Mix) -> String {
          [cpu]\nmasking = \"{}\"\nirq_entry = \"{}ns\"\nirq_exit = \"{}ns\"\nexception_entry = \"{}ns\"\n\
          exception_exit = \"100ns\"\ncontext_switch = \"700ns\"\ntimeslice = \"200us\"\n\
          [fabric]\nmsi_write = \"{}ns\"\nslots = {}\n\
-         [hypervisor]\nexit = \"500ns\"\nhandler = \"300ns\"\ninject = \"100ns\"\nentry = \"400ns\"\n",
-        m.cpus, m.masking, m.costs.0, m.costs.1, m.costs.2, m.msi_write_ns, m.slots
+         [hypervisor]\nexit = \"500ns\"\nhandler = \"300ns\"\ninject = \"100ns\"\nentry = \"400ns\"\n\
+         [cpu.pmr]\naccess = \"{}ns\"\n[cpu.sdei]\nsignal = \"1us\"\ndispatch = \"3us\"\ncomplete = \"500ns\"\n",
+        m.cpus, m.masking, m.costs.0, m.costs.1, m.costs.2, m.msi_write_ns, m.slots, m.costs.0 / 10
     );
     if vm {
         t += &format!("[[vm]]\nname = \"g\"\nvcpus = 1\npcpus = [{}]\n", m.cpus - 1);
@@ -63,6 +67,26 @@ fn scenario(m: &Mix) -> String {
         t += &format!(
             "[[source]]\nname = \"s{i}\"\ncount = {count}\nrate = \"{rate}k/s\"\nhandler = \"{handler}ns\"\n\
              nmi = {nmi}\nsoftirq = \"{softirq}ns\"\nstop = \"3ms\"\n{place}\n"
+        );
+    }
+    // A cross-call from CPU 0 to the other host CPUs, escalating through a random
+    // subset of mechanisms (pseudo-NMI only where the kernel masks by PMR).
+    let mechs: Vec<&str> = ["ipi", "pseudo-nmi", "sdei", "nmi"]
+        .iter()
+        .enumerate()
+        .filter(|(b, n)| m.xcall.0 & (1 << b) != 0 && (**n != "pseudo-nmi" || m.masking == "pmr"))
+        .map(|(_, n)| *n)
+        .collect();
+    if host_cpus > 1 && !mechs.is_empty() {
+        let list: Vec<String> = mechs.iter().map(|n| format!("\"{n}\"")).collect();
+        let targets: Vec<String> = (1..host_cpus).map(|c| c.to_string()).collect();
+        t += &format!(
+            "[[crosscall]]\nname = \"x\"\nat = \"1ms\"\ntargets = [{}]\nmechanisms = [{}]\ntimeout = \"300us\"\n\
+             signals = {}\nsignal_interval = \"{}us\"\nhandler = \"2us\"\n",
+            targets.join(", "),
+            list.join(", "),
+            m.xcall.1,
+            m.xcall.2 % 9 + 1
         );
     }
     let kinds = ["none", "syscall", "pagefault", "yield"];

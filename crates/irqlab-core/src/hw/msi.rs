@@ -35,6 +35,9 @@ pub struct Source {
     /// `stage * targets + target` index there.
     pub xcall: u32,
     pub xtarget: u32,
+    /// An SDEI event: it stays pending through firmware dispatch, so signals
+    /// that come before its handler runs merge into one run (edge-triggered).
+    pub sdei: bool,
 
     /// Physical pending bit, when it was first raised, its flow id, and how many
     /// writes (completions) it stands for.
@@ -79,6 +82,7 @@ impl Source {
             latency,
             xcall: crate::nmi::crosscall::NO_CALL,
             xtarget: 0,
+            sdei: false,
             pending: false,
             raised: 0,
             flow: 0,

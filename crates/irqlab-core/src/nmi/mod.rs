@@ -9,3 +9,6 @@
 
 pub mod crosscall;
 pub mod pmr;
+
+#[cfg(test)]
+mod tests;

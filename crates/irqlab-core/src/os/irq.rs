@@ -13,6 +13,12 @@ impl Machine {
     /// clears, so a later write raises a new interrupt rather than merging.
     pub(crate) fn take_physical(&mut self, s: &mut Scheduler<Ev>, c: usize, i: u32) {
         let src = &mut self.srcs[i as usize];
+        if src.sdei {
+            // Firmware dispatch first; the event is consumed when its handler starts.
+            let (origin, flow) = (src.raised, src.flow);
+            self.push_irq(s, c, i, Level::Host, origin, flow);
+            return;
+        }
         src.pending = false;
         let (origin, flow, events) = (src.raised, src.flow, src.events);
         src.events = 0;
@@ -63,8 +69,13 @@ impl Machine {
         self.cpus[c].irqs += 1;
         let src = &mut self.srcs[i as usize];
         src.handled += 1;
-        let handler = src.handler;
-        if src.xcall != NO_CALL {
+        let (handler, sdei, xcall) = (src.handler, src.sdei, src.xcall);
+        if sdei {
+            src.pending = false;
+            let (flow, events) = (src.flow, std::mem::take(&mut src.events));
+            self.note_delivery(flow, events);
+        }
+        if xcall != NO_CALL {
             self.crosscall_handled(now, i);
         }
         handler

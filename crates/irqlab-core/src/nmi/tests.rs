@@ -1,0 +1,115 @@
+//! M1's acceptance: who reaches a masked CPU, and masking delays but never drops.
+
+use crate::run::{run, RunOptions};
+use std::collections::BTreeMap;
+
+/// CPU 1 spins in a `wedge`-long IRQs-off section masked `with` (daif or pmr);
+/// CPU 0 (unless `extra` says `from`) calls it at 10 ms with `mechanisms`.
+fn wedged(masking: &str, with: &str, mechanisms: &str, extra: &str, duration: &str) -> BTreeMap<String, f64> {
+    let toml = format!(
+        r#"
+name = "wedged"
+duration = "{duration}"
+[platform]
+cpus = 2
+[cpu]
+masking = "{masking}"
+irq_entry = "100ns"
+irq_exit = "100ns"
+[cpu.pmr]
+access = "15ns"
+[cpu.sdei]
+signal = "2us"
+dispatch = "5us"
+complete = "1us"
+[[task]]
+name = "wedge"
+cpus = [1]
+work = "1us"
+exception = "syscall"
+body = "100ms"
+irqs_off = "100ms"
+irqs_off_with = "{with}"
+[[crosscall]]
+name = "bt"
+at = "10ms"
+mechanisms = [{mechanisms}]
+handler = "2us"
+{extra}
+"#
+    );
+    let sc = crate::load(&toml, "wedged.toml", &[]).expect("valid scenario");
+    let out = run(&sc, RunOptions { audit: true, ..Default::default() });
+    assert_eq!(out.audit.double_deliveries, 0);
+    assert_eq!(out.audit.time_reversals, 0);
+    out.report.metrics
+}
+
+#[test]
+fn daif_masked_cpu_is_not_reached_by_ipi_or_pseudo_nmi() {
+    for (masking, mech) in [("daif", r#""ipi""#), ("pmr", r#""ipi""#), ("pmr", r#""pseudo-nmi""#)] {
+        let m = wedged(masking, "daif", mech, "", "50ms");
+        assert_eq!(m["crosscall.bt.reached"], 0.0, "{masking} {mech}");
+        assert_eq!(m["crosscall.bt.handler_runs"], 0.0);
+    }
+}
+
+#[test]
+fn daif_masked_cpu_is_reached_by_sdei_and_feat_nmi() {
+    let sdei = wedged("daif", "daif", r#""sdei""#, "", "50ms");
+    assert_eq!(sdei["crosscall.bt.reached"], 1.0);
+    // signal 2 us, then the target runs firmware dispatch (5 us) before the handler.
+    let lat = wedged_latency_ns(&sdei);
+    assert!((lat - 7_000.0).abs() < 1.0, "sdei latency {lat}");
+    let nmi = wedged("daif", "daif", r#""nmi""#, "", "50ms");
+    assert_eq!(nmi["crosscall.bt.reached"], 1.0);
+    assert!((wedged_latency_ns(&nmi) - 100.0).abs() < 1.0, "FEAT_NMI takes the IRQ vector's entry");
+}
+
+fn wedged_latency_ns(m: &BTreeMap<String, f64>) -> f64 {
+    m["crosscall.bt.time_to_all_ns"]
+}
+
+#[test]
+fn pmr_masked_cpu_is_reached_by_pseudo_nmi_not_ipi() {
+    let ipi = wedged("pmr", "pmr", r#""ipi""#, "", "50ms");
+    assert_eq!(ipi["crosscall.bt.reached"], 0.0);
+    let nmi = wedged("pmr", "pmr", r#""pseudo-nmi""#, "", "50ms");
+    assert_eq!(nmi["crosscall.bt.reached"], 1.0);
+    assert_eq!(nmi["crosscall.bt.handler_runs"], 1.0);
+}
+
+#[test]
+fn sdei_signals_before_the_handler_runs_give_one_run() {
+    // Three signals 1 us apart all reach the target during the 5 us dispatch of the first.
+    let m = wedged("daif", "daif", r#""sdei""#, "signals = 3\nsignal_interval = \"1us\"", "50ms");
+    assert_eq!(m["crosscall.bt.signals"], 3.0);
+    assert_eq!(m["crosscall.bt.handler_runs"], 1.0);
+    // Spaced beyond dispatch + handler + complete, the requester sees the answer and stops.
+    let m = wedged("daif", "daif", r#""sdei""#, "signals = 3\nsignal_interval = \"20us\"", "50ms");
+    assert_eq!(m["crosscall.bt.signals"], 1.0);
+    assert_eq!(m["crosscall.bt.handler_runs"], 1.0);
+}
+
+#[test]
+fn escalation_reaches_what_the_first_mechanism_cannot() {
+    let m = wedged("daif", "daif", r#""ipi", "sdei""#, "timeout = \"1ms\"", "50ms");
+    assert_eq!(m["crosscall.bt.reached_by.ipi"], 0.0);
+    assert_eq!(m["crosscall.bt.reached_by.sdei"], 1.0);
+    let lat = wedged_latency_ns(&m);
+    assert!((lat - 1_007_000.0).abs() < 1.0, "timeout + signal + dispatch, got {lat}");
+    // A healthy target answers the IPI and is never escalated.
+    let m = wedged("daif", "daif", r#""ipi", "sdei""#, "timeout = \"1ms\"\ntargets = [0]\nfrom = 1", "50ms");
+    assert_eq!(m["crosscall.bt.reached_by.ipi"], 1.0);
+    assert_eq!(m["crosscall.bt.signals"], 1.0);
+}
+
+#[test]
+fn unmasking_delivers_the_held_back_ipi_exactly_once() {
+    // The wedge ends at about 100 ms: the IPI held back since 10 ms gets through, once.
+    let m = wedged("daif", "daif", r#""ipi""#, "signals = 4\nsignal_interval = \"1ms\"\ntimeout = \"10ms\"", "150ms");
+    assert_eq!(m["crosscall.bt.reached"], 1.0);
+    assert_eq!(m["crosscall.bt.handler_runs"], 1.0, "4 signals merge in the pending bit");
+    let lat = wedged_latency_ns(&m);
+    assert!(lat > 89e6 && lat < 91e6, "held back until the wedge ends, got {lat}");
+}

@@ -1,0 +1,187 @@
+"""M1 fleet what-if: from a workload's exception profile, what pseudo-NMI costs
+in throughput, and which cross-CPU mechanism reaches a wedged CPU how fast.
+
+Every number comes from running the Rust model: the profile becomes a scenario
+(one task per CPU whose user work fills the time the exceptions and interrupts
+leave), run once with DAIF masking and once with pseudo-NMI; the wedged-CPU
+table runs a two-CPU scenario per (wedge, mechanism, SDEI dispatch cost).
+"""
+
+from __future__ import annotations
+
+import json
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any, Sequence
+
+from . import SCENARIOS_DIR, _core
+from ._util import UserError, one_line, read_scenario
+
+DEFAULT_BASE = SCENARIOS_DIR / "figures" / "m1-gettid-daif.toml"
+MECHANISMS = ("ipi", "pseudo-nmi", "sdei", "nmi")
+
+
+@dataclass
+class Profile:
+    """Per CPU, measured with DAIF masking: exceptions (syscalls + page faults)
+    and device interrupts per second, and the interrupt handler's length."""
+
+    exceptions_per_s: float
+    irqs_per_s: float
+    irq_handler_ns: float
+
+
+@dataclass
+class Base:
+    """The exception-path costs a what-if starts from (a figure scenario's)."""
+
+    cpu: dict[str, Any]
+    body_ns: float
+
+    @classmethod
+    def load(cls, path: Path) -> "Base":
+        text, origin = read_scenario(path)
+        try:
+            sc = json.loads(_core.load(text, origin, []))
+        except _core.ScenarioError as e:
+            raise UserError(one_line(str(e))) from None
+        tasks = sc.get("task", [])
+        if not tasks:
+            raise UserError(f"--base {origin}: needs a [[task]] whose body is the exception's kernel work")
+        return cls(cpu=sc["cpu"], body_ns=_ns(tasks[0]["body"]))
+
+    def exception_ns(self) -> float:
+        return _ns(self.cpu["exception_entry"]) + self.body_ns + _ns(self.cpu["exception_exit"])
+
+    def irq_ns(self, handler_ns: float) -> float:
+        return _ns(self.cpu["irq_entry"]) + handler_ns + _ns(self.cpu["irq_exit"])
+
+
+_UNITS = {"ps": 1e-3, "ns": 1.0, "us": 1e3, "ms": 1e6, "s": 1e9}
+
+
+def _ns(t: str) -> float:
+    """A normalized time from the core ("40ns", "1500ps", "0s") in ns."""
+    for unit in ("ps", "ns", "us", "ms", "s"):
+        if t.endswith(unit):
+            return float(t[: -len(unit)]) * _UNITS[unit]
+    raise ValueError(t)
+
+
+def _cpu_section(base: Base, masking: str) -> str:
+    lines = [f'masking = "{masking}"']
+    for k in ("exception_entry", "exception_exit", "irq_entry", "irq_exit"):
+        lines.append(f'{k} = "{base.cpu[k]}"')
+    if base.cpu.get("ghz") is not None:
+        lines.append(f"ghz = {base.cpu['ghz']}")
+    pmr = base.cpu.get("pmr", {})
+    lines.append("[cpu.pmr]")
+    lines.append(f'access = "{pmr.get("access", "0s")}"')
+    lines.append(f'dsb = "{pmr.get("dsb", "0s")}"')
+    lines.append(f"pmhe = {str(pmr.get('pmhe', False)).lower()}")
+    return "\n".join(lines)
+
+
+def _run(text: str, seed: int) -> dict[str, Any]:
+    try:
+        raw, _ = _core.run(text, "whatif", [], seed, False)
+    except _core.ScenarioError as e:
+        raise UserError(one_line(str(e))) from None
+    return json.loads(raw)
+
+
+def profile_scenario(base: Base, p: Profile, cpus: int, masking: str) -> str:
+    exc_ns = base.exception_ns()
+    busy = p.exceptions_per_s * exc_ns + p.irqs_per_s * base.irq_ns(p.irq_handler_ns)
+    if p.exceptions_per_s <= 0:
+        raise UserError("--exceptions-per-s: expected a rate above 0")
+    if busy >= 1e9:
+        raise UserError(
+            f"the profile needs {busy / 1e7:.0f}% of a CPU for exceptions and interrupts alone "
+            f"({exc_ns:.1f} ns per exception, {base.irq_ns(p.irq_handler_ns):.1f} ns per interrupt): "
+            "expected less than 100%"
+        )
+    work_ns = (1e9 - busy) / p.exceptions_per_s
+    ids = ", ".join(str(c) for c in range(cpus))
+    src = ""
+    if p.irqs_per_s > 0:
+        src = (f'[[source]]\nname = "dev"\ncount = {cpus}\nrate = {p.irqs_per_s}\ncpus = [{ids}]\n'
+               f'handler = "{p.irq_handler_ns}ns"\n')
+    return (f'name = "whatif-{masking}-{cpus}"\nduration = "22ms"\nwarmup = "2ms"\n'
+            f"[platform]\ncpus = {cpus}\n[cpu]\n{_cpu_section(base, masking)}\n"
+            f'[[task]]\nname = "loop"\ncount = {cpus}\ncpus = [{ids}]\nwork = "{work_ns:.3f}ns"\n'
+            f'exception = "syscall"\nbody = "{base.body_ns}ns"\n{src}')
+
+
+def throughput(base: Base, p: Profile, cpu_counts: Sequence[int], seed: int) -> list[dict[str, Any]]:
+    rows = []
+    for n in cpu_counts:
+        daif = _run(profile_scenario(base, p, n, "daif"), seed)["metrics"]
+        pmr = _run(profile_scenario(base, p, n, "pmr"), seed)["metrics"]
+        rows.append({
+            "cpus": n,
+            "daif_ops_per_s": daif["ops_per_s"],
+            "pmr_ops_per_s": pmr["ops_per_s"],
+            "throughput_ratio": pmr["ops_per_s"] / daif["ops_per_s"],
+            "tax_ns_per_exception": pmr["task.loop.pmr_tax_ns_per_op"],
+        })
+    return rows
+
+
+def wedge_scenario(base: Base, masking: str, wedge_with: str, mechanism: str, wedge_ns: float,
+                   sdei_dispatch_ns: float, sdei_signal_ns: float, handler_ns: float) -> str:
+    # The wedged CPU spins twice as long as the requester waits, so "not reached" is unambiguous.
+    return (f'name = "wedge"\nduration = "{3 * wedge_ns + 1e6}ns"\n[platform]\ncpus = 2\n'
+            f"[cpu]\n{_cpu_section(base, masking)}\n"
+            f'[cpu.sdei]\nsignal = "{sdei_signal_ns}ns"\ndispatch = "{sdei_dispatch_ns}ns"\n'
+            f'[[task]]\nname = "wedged"\ncpus = [1]\nwork = "1us"\nexception = "syscall"\n'
+            f'body = "{4 * wedge_ns}ns"\nirqs_off = "{4 * wedge_ns}ns"\nirqs_off_with = "{wedge_with}"\n'
+            f'[[crosscall]]\nname = "bt"\nat = "1ms"\ntargets = [1]\nmechanisms = ["{mechanism}"]\n'
+            f'handler = "{handler_ns}ns"\n')
+
+
+def reachability(base: Base, wedge_ns: float, sdei_dispatch_ns: Sequence[float], sdei_signal_ns: float,
+                 handler_ns: float, tax_ratio: float | None, seed: int) -> list[dict[str, Any]]:
+    """Who reaches a CPU wedged by `local_irq_disable()` (under pseudo-NMI: PMR)
+    or by code that sets DAIF.I itself, within `wedge_ns`."""
+    rows = []
+    for wedge, masking, with_ in (("local_irq_disable", "pmr", "pmr"), ("daif", "pmr", "daif")):
+        for mech in MECHANISMS:
+            for disp in (sdei_dispatch_ns if mech == "sdei" else [0.0]):
+                # Pseudo-NMI needs a pseudo-NMI kernel; the other mechanisms are asked of a DAIF kernel.
+                kernel = "pmr" if mech == "pseudo-nmi" else "daif"
+                w = with_ if kernel == "pmr" else "daif"
+                m = _run(wedge_scenario(base, kernel, w, mech, wedge_ns, disp, sdei_signal_ns, handler_ns), seed)
+                m = m["metrics"]
+                reached = m["crosscall.bt.reached"] == 1.0
+                rows.append({
+                    "wedge": wedge,
+                    "mechanism": mech,
+                    "sdei_dispatch_ns": disp if mech == "sdei" else None,
+                    "reached": reached,
+                    "latency_us": m["crosscall.bt.time_to_all_ns"] / 1e3 if reached else None,
+                    "steady_state_throughput_cost": (1 - tax_ratio) if (mech == "pseudo-nmi" and tax_ratio) else 0.0,
+                })
+    return rows
+
+
+def host_irqs_per_s(seconds: float) -> float:
+    """Device interrupts per second per CPU on this host, from /proc/stat's `intr` total."""
+    import os
+    import time
+
+    def total() -> int:
+        try:
+            with open("/proc/stat") as f:
+                for line in f:
+                    if line.startswith("intr "):
+                        return int(line.split()[1])
+        except OSError as e:
+            raise UserError(f"--irqs-from-host: cannot read /proc/stat ({e.strerror})") from None
+        raise UserError("--irqs-from-host: /proc/stat has no intr line")
+
+    if not 0 < seconds <= 60:
+        raise UserError(f"--irqs-from-host {seconds}: expected 0 to 60 seconds")
+    a = total()
+    time.sleep(seconds)
+    return (total() - a) / seconds / (os.cpu_count() or 1)
