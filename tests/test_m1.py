@@ -1,0 +1,118 @@
+"""M1: the figures, the backtrace example, the what-if CLI and its bad input."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pytest
+
+import irqlab
+from helpers import assert_ok, assert_user_error, run_cli
+
+FIGURES = ["m1-gettid-daif", "m1-gettid-pmr", "m1-sched-yield-daif", "m1-sched-yield-pmr"]
+
+
+def test_m1_figures_pass(tmp_path: Path) -> None:
+    args = ["reproduce", "--out", tmp_path]
+    for f in FIGURES:
+        args += ["--only", f]
+    p = run_cli(*args)
+    assert_ok(p)
+    rows = json.loads((tmp_path / "figures.json").read_text())["figures"]
+    assert len(rows) == 4 and all(r["within_tolerance"] for r in rows)
+    pmr = next(r for r in rows if r["name"] == "sched_yield pmr")
+    # The prediction is not an exact hit: nothing was fitted on it.
+    assert pmr["simulated"] != pmr["published"]
+
+
+def test_pseudo_nmi_tax_follows_exception_density() -> None:
+    # The same kernel path with 10x the user work per syscall pays the same tax
+    # per syscall, so a much smaller share of the time.
+    fig = irqlab.SCENARIOS_DIR / "figures" / "m1-gettid-pmr.toml"
+
+    def ratio(work: str) -> tuple[float, float]:
+        pmr, _ = irqlab.run(fig, [f"task.0.work={work}"])
+        daif, _ = irqlab.run(fig, [f"task.0.work={work}", "cpu.masking=daif"])
+        assert daif["metrics"]["task.gettid.pmr_tax_ns_per_op"] == 0
+        return pmr["metrics"]["ops_per_s"] / daif["metrics"]["ops_per_s"], pmr["metrics"]["task.gettid.pmr_tax_ns_per_op"]
+
+    dense, tax = ratio("18.4ns")
+    sparse, tax2 = ratio("1802.4ns")
+    assert tax == tax2 == pytest.approx(74.1)
+    assert dense == pytest.approx(178.4 / 252.5, rel=1e-3)
+    assert sparse == pytest.approx(1962.4 / (1962.4 + 74.1), rel=1e-3)
+
+
+def test_backtrace_example_escalates_to_sdei_for_the_daif_wedged_cpu() -> None:
+    r, _ = irqlab.run(irqlab.SCENARIOS_DIR / "examples" / "m1-backtrace.toml")
+    m = r["metrics"]
+    assert m["crosscall.backtrace.reached"] == 7
+    assert m["crosscall.backtrace.reached_by.pseudo-nmi"] == 6  # the PMR-masked one included
+    assert m["crosscall.backtrace.reached_by.sdei"] == 1  # only the DAIF-masked one
+    # Escalation after the 10 ms timeout, then signal + dispatch.
+    assert 10.0e6 < m["crosscall.backtrace.time_to_all_ns"] < 10.1e6
+
+
+def test_whatif_tables(tmp_path: Path) -> None:
+    out = tmp_path / "w.json"
+    p = run_cli("whatif", "--exceptions-per-s", "500000", "--irqs-per-s", "20000", "--cpus", "1,4",
+                "--sdei-dispatch-ns", "1000,50000", "--json", out)
+    assert_ok(p)
+    doc = json.loads(out.read_text())
+    t = doc["throughput"]
+    assert [r["cpus"] for r in t] == [1, 4]
+    assert all(0.9 < r["throughput_ratio"] < 1 for r in t)
+    assert t[0]["tax_ns_per_exception"] == pytest.approx(74.1)
+    reach = {(r["wedge"], r["mechanism"], r["sdei_dispatch_ns"]): r for r in doc["reachability"]}
+    assert not reach[("daif", "ipi", None)]["reached"]
+    assert not reach[("daif", "pseudo-nmi", None)]["reached"]
+    assert reach[("local_irq_disable", "pseudo-nmi", None)]["reached"]
+    fast, slow = reach[("daif", "sdei", 1000.0)], reach[("daif", "sdei", 50000.0)]
+    assert fast["reached"] and slow["reached"]
+    assert slow["latency_us"] - fast["latency_us"] == pytest.approx(49.0, abs=0.01)
+    assert reach[("daif", "pseudo-nmi", None)]["steady_state_throughput_cost"] > 0
+    assert reach[("daif", "sdei", 1000.0)]["steady_state_throughput_cost"] == 0
+    # Deterministic.
+    out2 = tmp_path / "w2.json"
+    assert_ok(run_cli("whatif", "--exceptions-per-s", "500000", "--irqs-per-s", "20000", "--cpus", "1,4",
+                      "--sdei-dispatch-ns", "1000,50000", "--json", out2))
+    assert out.read_bytes() == out2.read_bytes()
+
+
+@pytest.mark.parametrize(
+    "args,needles",
+    [
+        (["--cpus", "a,b"], ["--cpus", "comma-separated"]),
+        (["--cpus", "0"], ["--cpus", "1 to 4096"]),
+        (["--exceptions-per-s", "1e9"], ["profile", "100%"]),
+        (["--irqs-per-s", "1", "--irqs-from-host", "1"], ["one or the other"]),
+        (["--base", "/nonexistent.toml"], ["nonexistent.toml"]),
+    ],
+)
+def test_whatif_bad_input(args: list[str], needles: list[str], tmp_path: Path) -> None:
+    out = tmp_path / "w.json"
+    assert_user_error(run_cli("whatif", *args, "--json", out), *needles)
+    assert not out.exists()
+
+
+@pytest.mark.parametrize(
+    "sets,needles",
+    [
+        (["crosscall.0.mechanisms=[\"pseudo-nmi\"]", "cpu.masking=daif"], ["crosscall[0].mechanisms[0]", "pmr"]),
+        (["crosscall.0.mechanisms=[\"ipi\", \"ipi\"]"], ["listed twice"]),
+        (["crosscall.0.at=1ms"], ["crosscall[0].at", "warmup"]),
+        (["crosscall.0.targets=[9]"], ["crosscall[0].targets[0]", "does not exist"]),
+        (["cpu.pmr.access=\"46cycles\""], ["cpu.pmr.access", "cpu.ghz"]),
+        (["task.1.irqs_off_with=\"pmr\"", "cpu.masking=daif", "crosscall.0.mechanisms=[\"sdei\"]"],
+         ["task[1].irqs_off_with"]),
+    ],
+)
+def test_crosscall_bad_input(sets: list[str], needles: list[str], tmp_path: Path) -> None:
+    scen = irqlab.SCENARIOS_DIR / "examples" / "m1-backtrace.toml"
+    args = ["run", scen]
+    for s in sets:
+        args += ["--set", s]
+    out = tmp_path / "r.json"
+    assert_user_error(run_cli(*args, "--json", out), *needles)
+    assert not out.exists()
