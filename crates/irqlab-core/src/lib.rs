@@ -10,6 +10,7 @@
 pub mod engine;
 pub mod hw;
 pub mod machine;
+pub mod moderation;
 pub mod nmi;
 pub mod os;
 pub mod report;

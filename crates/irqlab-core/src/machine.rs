@@ -30,6 +30,20 @@ pub enum Ev {
     Sample,
     /// A cross-call's requester sends its next signal.
     Signal(u32),
+    /// GSIM: a CPU's moderation timer expired; a configuration change (index).
+    GsimTimer(u32),
+    GsimChange(u32),
+    /// NVMe: a disk channel finished an I/O; a stalled channel got its write in; a
+    /// completion entry landed; a CQ's aggregation time expired.
+    DiskDone(u32),
+    CqeLanded(u32),
+    CqTimer(u32),
+    /// NIC: a packet arrives at an RX queue; its DMA landed; the queue's moderation timer.
+    PktArrive(u32),
+    PktLanded(u32),
+    RxTimer(u32),
+    /// The DMA path finished the write in service.
+    PathDone,
 }
 
 /// Costs from the scenario, in ps, converted once.
@@ -59,6 +73,11 @@ pub struct Counters {
     pub guest_irqs: u64,
     pub vm_exits: u64,
     pub switches: u64,
+    /// Device messages merged into one still waiting to enter the fabric.
+    pub msi_merged_at_device: u64,
+    /// Interrupts that came while GSIM had the source disabled (masked + pending).
+    pub masked_while_disabled: u64,
+    pub resends: u64,
     pub irq_latency: Latency,
     pub virq_latency: Latency,
 }
@@ -85,10 +104,22 @@ pub struct Machine {
     pub tasks: Vec<TaskState>,
     pub task_groups: Vec<String>,
     pub fabric: Fabric,
+    /// The shared DMA + MSI path, when devices DMA through the fabric.
+    pub path: Option<crate::hw::fabric::DmaPath>,
+    pub dma_write: Ps,
     pub n: Counters,
     pub audit: Audit,
     pub tracer: Tracer,
     pub calls: Vec<CallState>,
+    pub gsim: Option<crate::moderation::gsim::Gsim>,
+    pub disks: Vec<crate::hw::nvme::Disk>,
+    pub cqs: Vec<crate::hw::nvme::Cq>,
+    pub nvme: Vec<crate::hw::nvme::NvmeGroup>,
+    pub rxqs: Vec<crate::hw::nic::RxQueue>,
+    pub nics: Vec<crate::hw::nic::NicGroup>,
+    /// Costs of a device vector's IRQ entry and exit (pseudo-NMI tax included).
+    pub irq_entry: Ps,
+    pub irq_exit: Ps,
     pub msi_tracks: Vec<TrackId>,
     pub backlog_track: Option<TrackId>,
     pub warmup: Ps,
@@ -173,6 +204,12 @@ impl Machine {
                     xcall: NO_CALL,
                     xtarget: 0,
                     sdei: false,
+                    dev: crate::hw::msi::Dev::None,
+                    masked: false,
+                    pba: false,
+                    disabled: false,
+                    sw_pending: false,
+                    gsim: sc.gsim.is_some(),
                     pending: false,
                     raised: 0,
                     flow: 0,
@@ -260,7 +297,7 @@ impl Machine {
         }
         let backlog_track = if sc.fabric.msi_write.ps() > 0 { Some(tracer.counter_track("fabric backlog", "ns")) } else { None };
         let span = end - warmup;
-        Machine {
+        let mut m = Machine {
             c: Costs {
                 exc_entry: sc.cpu.exception_entry.ps() + pmr.entry,
                 exc_exit: sc.cpu.exception_exit.ps() + pmr.exit,
@@ -282,10 +319,20 @@ impl Machine {
             tasks,
             task_groups: sc.tasks.iter().map(|t| t.name.clone()).collect(),
             fabric: Fabric::new(sc.fabric.msi_write.ps(), sc.fabric.slots, sc.fabric.latency.ps()),
+            path: None,
+            dma_write: 0,
             n: Counters::default(),
             audit: Audit::default(),
             tracer,
             calls,
+            gsim: None,
+            disks: Vec::new(),
+            cqs: Vec::new(),
+            nvme: Vec::new(),
+            rxqs: Vec::new(),
+            nics: Vec::new(),
+            irq_entry,
+            irq_exit,
             msi_tracks,
             backlog_track,
             warmup,
@@ -293,7 +340,15 @@ impl Machine {
             interval: sc.stats.series_interval.map(|t| t.ps()).unwrap_or((span / 100).max(1)),
             series: BTreeMap::new(),
             last_sample: Default::default(),
+        };
+        if sc.fabric.dma_write.ps() > 0 || sc.fabric.dma_per_kib.ps() > 0 {
+            m.path = Some(crate::hw::fabric::DmaPath::new(sc.fabric.msi_write.ps()));
         }
+        m.dma_write = sc.fabric.dma_write.ps();
+        m.add_gsim(sc);
+        m.add_nvme(sc, seed);
+        m.add_nics(sc, seed);
+        m
     }
 
     /// Puts every CPU's first frame in place and schedules the first arrivals.
@@ -320,6 +375,7 @@ impl Machine {
         for (k, call) in self.calls.iter().enumerate() {
             s.at(call.at, Ev::Signal(k as u32));
         }
+        self.start_devices(s);
         s.at(self.warmup + self.interval, Ev::Sample);
     }
 
@@ -331,39 +387,37 @@ impl Machine {
         if gap != NEVER && now.saturating_add(gap) < src.stop {
             s.at(now + gap, Ev::Fire(i));
         }
-        self.n.writes += 1;
-        self.audit.writes += 1;
-        let flow = self.audit.writes;
-        if self.tracer.on() {
-            let track = self.msi_tracks[src.group as usize];
-            self.tracer.instant(now, track, "msi", &src.name, Some(flow));
-            if let Some(t) = self.backlog_track {
-                self.tracer.counter(now, t, self.fabric.backlog(now) as f64 / 1e3);
-            }
-        }
-        let at = self.fabric.submit(now);
-        if at == now {
-            self.arrive(s, i, now, flow);
-        } else {
-            // The fabric is FIFO, so a source's writes leave it in the order they entered.
-            self.srcs[i as usize].in_fabric.push_back((now, flow));
-            s.at(at, Ev::Arrive(i));
-        }
+        self.send_msi(s, i);
     }
 
-    /// The interrupt controller sets the pending bit, or merges into it.
+    /// The interrupt controller sets the pending bit, or merges into it. For a
+    /// disabled interrupt the OS masks the vector and marks it pending instead.
     pub(crate) fn arrive(&mut self, s: &mut Scheduler<Ev>, i: u32, raised: Ps, flow: u64) {
         self.audit.arrived += 1;
         let src = &mut self.srcs[i as usize];
-        if src.pending {
+        if src.pending || src.sw_pending {
             src.events += 1;
             self.n.merged += 1;
             return;
         }
-        src.pending = true;
         src.raised = raised;
         src.flow = flow;
         src.events = 1;
+        if src.disabled {
+            // handle_edge_irq() on a disabled interrupt: mask_ack_irq() and IRQS_PENDING.
+            src.sw_pending = true;
+            src.masked = true;
+            self.n.masked_while_disabled += 1;
+            return;
+        }
+        self.pend(s, i);
+    }
+
+    /// Sets the pending bit at the CPU's interrupt controller and takes the
+    /// interrupt at once if the running code admits it.
+    pub(crate) fn pend(&mut self, s: &mut Scheduler<Ev>, i: u32) {
+        let src = &mut self.srcs[i as usize];
+        src.pending = true;
         let (c, prio) = (src.cpu as usize, src.prio);
         self.cpus[c].pending.push(i, prio);
         let top = *self.cpus[c].top();
@@ -377,11 +431,12 @@ impl Machine {
     /// Lifetime count of writes not yet handed to a handler.
     pub fn pending_events(&self) -> u64 {
         let in_fabric = self.audit.writes - self.audit.arrived;
+        // (Writes on the DMA path are in `in_fabric` too: they count as arrived only at the irqchip.)
         let held: u64 = self
             .srcs
             .iter()
             .map(|s| {
-                (if s.pending { s.events as u64 } else { 0 })
+                (if s.pending || s.sw_pending { s.events as u64 } else { 0 })
                     + s.inflight as u64
                     + if s.vpending { s.vevents as u64 } else { 0 }
             })
@@ -402,6 +457,10 @@ impl Machine {
             t.ops = 0;
         }
         self.fabric.reset();
+        if let Some(p) = &mut self.path {
+            p.reset();
+        }
+        self.reset_devices(now);
         self.last_sample = Default::default();
     }
 }
@@ -435,6 +494,15 @@ impl Model for Machine {
                 }
             }
             Ev::Signal(k) => self.crosscall_signal(s, k),
+            Ev::GsimTimer(c) => self.gsim_timer(s, c as usize),
+            Ev::GsimChange(k) => self.gsim_change(now, k),
+            Ev::DiskDone(d) => self.disk_done(s, d),
+            Ev::PathDone => self.path_done(s),
+            Ev::CqeLanded(q) => self.cqe_landed(s, q),
+            Ev::CqTimer(q) => self.cq_timer(s, q),
+            Ev::PktArrive(q) => self.pkt_arrive(s, q),
+            Ev::PktLanded(q) => self.pkt_landed(s, q),
+            Ev::RxTimer(q) => self.rx_timer(s, q),
         }
     }
 }

@@ -12,6 +12,8 @@ pub struct Snapshot {
     ops: u64,
     hardirq: Ps,
     idle: Ps,
+    ios: u64,
+    payload: u64,
 }
 
 impl Machine {
@@ -24,6 +26,8 @@ impl Machine {
             ops: self.tasks.iter().map(|t| t.ops).sum(),
             hardirq: self.cpus.iter().map(|c| c.class_time(Class::Hardirq)).sum(),
             idle: self.cpus.iter().map(|c| c.class_time(Class::Idle)).sum(),
+            ios: self.device_totals().0,
+            payload: self.device_totals().1,
         }
     }
 
@@ -38,6 +42,17 @@ impl Machine {
         push("busy_share", 1.0 - (cur.idle - prev.idle) as f64 / cpu_ps);
         if !self.tasks.is_empty() {
             push("ops_per_s", (cur.ops - prev.ops) as f64 / dt);
+        }
+        if !self.nvme.is_empty() {
+            push("iops", (cur.ios - prev.ios) as f64 / dt);
+        }
+        if !self.nics.is_empty() {
+            push("goodput_gbps", (cur.payload - prev.payload) as f64 * 8.0 / dt / 1e9);
+        }
+        if let Some(g) = &mut self.gsim {
+            let m = g.take_mean_mod_ns(now, now - self.interval);
+            let mean = m.iter().sum::<f64>() / m.len().max(1) as f64;
+            self.series.entry("gsim_mod_ns".to_string()).or_default().push(now, mean);
         }
     }
 
@@ -114,7 +129,11 @@ impl Machine {
         }
 
         self.crosscall_report(&mut r);
-        if self.fabric.has_cost() {
+        self.device_report(&mut r, now, secs);
+        if let Some(p) = &self.path {
+            r.metric("fabric.utilisation", p.busy_time as f64 / span.max(1) as f64);
+            r.histogram("fabric_wait", &p.wait);
+        } else if self.fabric.has_cost() {
             r.metric("fabric.utilisation", self.fabric.busy as f64 / (span.max(1) as f64 * self.fabric.slots() as f64));
             r.histogram("fabric_wait", &self.fabric.wait);
         }

@@ -103,6 +103,8 @@ pub enum Work {
     Irq { src: u32, phase: IrqPhase },
     /// `__do_softirq()`: deferred work raised by handlers.
     Softirq,
+    /// One NAPI poll round of a NIC RX queue (`net_rx_action` → `napi_poll`).
+    Napi { q: u32 },
     Hyp { src: u32, phase: HypPhase },
 }
 
@@ -145,7 +147,7 @@ impl Frame {
             Work::Task { phase: TaskPhase::User, .. } => Class::User,
             Work::Task { .. } | Work::Switch { .. } => Class::Kernel,
             Work::Irq { .. } => Class::Hardirq,
-            Work::Softirq => Class::Softirq,
+            Work::Softirq | Work::Napi { .. } => Class::Softirq,
             Work::Hyp { .. } => Class::Hyp,
         }
     }
@@ -164,6 +166,8 @@ pub struct Cpu {
     pub vcpu: Option<(u32, u32)>,
     /// Softirq work raised and not yet run, per level.
     pub softirq_work: [Ps; 2],
+    /// NAPI contexts scheduled and not yet polled, per level.
+    pub napi_list: [VecDeque<u32>; 2],
     pub rq: VecDeque<u32>,
     pub current: Option<u32>,
     pub slice_start: Ps,
@@ -185,6 +189,7 @@ impl Cpu {
             vpending: Pending::default(),
             vcpu: None,
             softirq_work: [0; 2],
+            napi_list: Default::default(),
             rq: VecDeque::new(),
             current: None,
             slice_start: 0,

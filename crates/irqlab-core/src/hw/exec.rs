@@ -112,7 +112,11 @@ impl Machine {
             Work::Irq { src, phase } => self.irq_phase_done(s, c, src, phase, f),
             Work::Softirq => {
                 self.pop_frame(s, c);
+                if self.softirq_can_run(c, f.level) {
+                    self.run_softirqs(s, c, f.level);
+                }
             }
+            Work::Napi { q } => self.napi_done(s, c, q, f.level),
             Work::Hyp { src, phase } => self.hyp_phase_done(s, c, src, phase, f),
             Work::Idle => unreachable!("idle never ends"),
         }
@@ -158,6 +162,7 @@ impl Machine {
                 I::Exit => ("hardirq", "irq exit".into(), None),
             },
             Work::Softirq => ("softirq", "softirq".into(), None),
+            Work::Napi { q } => ("softirq", format!("napi poll rx{q}"), None),
             Work::Hyp { phase, .. } => (
                 "hypervisor",
                 match phase {

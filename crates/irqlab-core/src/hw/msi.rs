@@ -9,6 +9,14 @@ use crate::engine::trace::TrackId;
 use crate::hw::cpu::Prio;
 use rand::Rng as _;
 
+/// Which device queue a vector belongs to (indices into the machine's NVMe CQs or NIC RX queues).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Dev {
+    None,
+    Cq(u32),
+    Rx(u32),
+}
+
 pub struct Source {
     pub name: String,
     /// Index of the `[[source]]` table this instance came from.
@@ -38,6 +46,19 @@ pub struct Source {
     /// An SDEI event: it stays pending through firmware dispatch, so signals
     /// that come before its handler runs merge into one run (edge-triggered).
     pub sdei: bool,
+    /// The device queue behind this vector, if a device model drives it.
+    pub dev: Dev,
+
+    /// Device side, the MSI-X table entry's mask bit: while set, the device
+    /// holds its message in the Pending Bit Array (`pba`) instead of writing it.
+    pub masked: bool,
+    pub pba: bool,
+    /// OS side: GSIM has disabled the interrupt (lazily: the next one that comes
+    /// is masked at the device and marked pending, `IRQS_PENDING`).
+    pub disabled: bool,
+    pub sw_pending: bool,
+    /// GSIM may moderate this vector.
+    pub gsim: bool,
 
     /// Physical pending bit, when it was first raised, its flow id, and how many
     /// writes (completions) it stands for.
@@ -83,6 +104,12 @@ impl Source {
             xcall: crate::nmi::crosscall::NO_CALL,
             xtarget: 0,
             sdei: false,
+            dev: Dev::None,
+            masked: false,
+            pba: false,
+            disabled: false,
+            sw_pending: false,
+            gsim: false,
             pending: false,
             raised: 0,
             flow: 0,
@@ -118,6 +145,73 @@ impl Source {
             s_to_ps(self.rng.gen::<f64>() * self.mean_gap_s)
         } else {
             self.next_gap()
+        }
+    }
+}
+
+impl crate::machine::Machine {
+    /// The device writes vector `i`'s MSI-X message, unless the vector is
+    /// masked (the message waits in the PBA) or its previous message has not
+    /// entered the fabric yet (this one merges into it).
+    pub(crate) fn send_msi(&mut self, s: &mut crate::engine::Scheduler<crate::machine::Ev>, i: u32) {
+        let now = s.now();
+        let src = &mut self.srcs[i as usize];
+        if src.masked {
+            src.pba = true;
+            return;
+        }
+        if self.path.as_ref().is_some_and(|p| p.msi_queued(i)) {
+            self.n.msi_merged_at_device += 1;
+            return;
+        }
+        self.n.writes += 1;
+        self.audit.writes += 1;
+        let flow = self.audit.writes;
+        if self.tracer.on() {
+            let track = self.msi_tracks[src.group as usize];
+            self.tracer.instant(now, track, "msi", &src.name, Some(flow));
+            if let Some(t) = self.backlog_track {
+                self.tracer.counter(now, t, self.fabric.backlog(now) as f64 / 1e3);
+            }
+        }
+        if let Some(p) = &mut self.path {
+            self.srcs[i as usize].in_fabric.push_back((now, flow));
+            let msi = p.msi;
+            if let Some((_, end)) = p.submit(now, crate::hw::fabric::Write::Msi(i), msi) {
+                s.at(end, crate::machine::Ev::PathDone);
+            }
+            return;
+        }
+        let at = self.fabric.submit(now);
+        if at == now {
+            self.arrive(s, i, now, flow);
+        } else {
+            // The fabric is FIFO, so a source's writes leave it in the order they entered.
+            self.srcs[i as usize].in_fabric.push_back((now, flow));
+            s.at(at, crate::machine::Ev::Arrive(i));
+        }
+    }
+
+    /// Clears the vector's mask bit: a message held in the PBA is written now.
+    pub(crate) fn unmask_msi(&mut self, s: &mut crate::engine::Scheduler<crate::machine::Ev>, i: u32) {
+        let src = &mut self.srcs[i as usize];
+        src.masked = false;
+        if std::mem::take(&mut src.pba) {
+            self.send_msi(s, i);
+        }
+    }
+
+    /// `enable_irq()` after GSIM's timer: a pending interrupt is re-sent
+    /// (`check_irq_resend`) and the vector unmasked.
+    pub(crate) fn enable_source(&mut self, s: &mut crate::engine::Scheduler<crate::machine::Ev>, i: u32) {
+        let src = &mut self.srcs[i as usize];
+        src.disabled = false;
+        if std::mem::take(&mut src.sw_pending) {
+            self.n.resends += 1;
+            self.pend(s, i);
+        }
+        if self.srcs[i as usize].masked {
+            self.unmask_msi(s, i);
         }
     }
 }

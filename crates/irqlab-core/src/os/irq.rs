@@ -5,6 +5,7 @@
 
 use crate::engine::Scheduler;
 use crate::hw::cpu::{Frame, IrqPhase, Level, Mask, Prio, TaskPhase, Work};
+use crate::hw::msi::Dev;
 use crate::nmi::crosscall::NO_CALL;
 use crate::machine::{Ev, Machine};
 
@@ -45,7 +46,7 @@ impl Machine {
     fn push_irq(&mut self, s: &mut Scheduler<Ev>, c: usize, i: u32, level: Level, origin: crate::engine::Ps, flow: u64) {
         let entry = self.srcs[i as usize].entry;
         let phase = if entry == 0 { IrqPhase::Handler } else { IrqPhase::Entry };
-        let left = if entry == 0 { self.handler_start(s.now(), c, i, level, origin) } else { entry };
+        let left = if entry == 0 { self.handler_start(s, c, i, level, origin) } else { entry };
         let mut f = Frame::new(Work::Irq { src: i, phase }, level, self.irq_mask(i, phase), left);
         f.origin = origin;
         f.flow = flow;
@@ -54,7 +55,8 @@ impl Machine {
 
     /// The handler starts now: counts the interrupt and its latency; returns the handler's length.
     #[inline]
-    fn handler_start(&mut self, now: crate::engine::Ps, c: usize, i: u32, level: Level, origin: crate::engine::Ps) -> crate::engine::Ps {
+    fn handler_start(&mut self, s: &mut Scheduler<Ev>, c: usize, i: u32, level: Level, origin: crate::engine::Ps) -> crate::engine::Ps {
+        let now = s.now();
         let lat = now - origin;
         match level {
             Level::Host => {
@@ -78,7 +80,15 @@ impl Machine {
         if xcall != NO_CALL {
             self.crosscall_handled(now, i);
         }
-        handler
+        match self.srcs[i as usize].dev {
+            Dev::None => handler,
+            Dev::Cq(q) => self.nvme_reap(s, q),
+            Dev::Rx(q) => {
+                let rx = &mut self.rxqs[q as usize];
+                rx.modq.events += 1;
+                self.nics[rx.group as usize].handler
+            }
+        }
     }
 
     /// The guest takes a virtual interrupt the hypervisor injected.
@@ -101,10 +111,17 @@ impl Machine {
     }
 
     pub(crate) fn irq_phase_done(&mut self, s: &mut Scheduler<Ev>, c: usize, i: u32, phase: IrqPhase, f: Frame) {
-        let now = s.now();
+        if phase == IrqPhase::Handler {
+            if let Dev::Cq(q) = self.srcs[i as usize].dev {
+                self.nvme_doorbell(s, q);
+            }
+            if f.level == Level::Host && self.srcs[i as usize].gsim {
+                self.gsim_after_handler(s, c, i);
+            }
+        }
         match phase {
             IrqPhase::Entry => {
-                let h = self.handler_start(now, c, i, f.level, f.origin);
+                let h = self.handler_start(s, c, i, f.level, f.origin);
                 let m = self.irq_mask(i, IrqPhase::Handler);
                 self.set_phase(s, c, Work::Irq { src: i, phase: IrqPhase::Handler }, m, h);
             }
@@ -125,20 +142,24 @@ impl Machine {
     fn irq_exit(&mut self, s: &mut Scheduler<Ev>, c: usize, level: Level, i: u32) {
         let lv = level as usize;
         self.cpus[c].softirq_work[lv] += self.srcs[i as usize].softirq;
+        if let Dev::Rx(q) = self.srcs[i as usize].dev {
+            self.napi_enqueue(c, q);
+        }
         let work = self.cpus[c].softirq_work[lv];
         let top = *self.cpus[c].top();
-        if work > 0 && top.level == level {
+        if top.level == level {
             match top.work {
                 Work::Irq { .. } => {} // nested: the outer irq_exit runs it
-                Work::Softirq => {
+                Work::Softirq if work > 0 => {
                     // __do_softirq() loops while work is pending: the interrupted run takes it on.
                     self.cpus[c].top_mut().left += work;
                     self.cpus[c].softirq_work[lv] = 0;
                 }
+                Work::Softirq | Work::Napi { .. } => {} // the running softirq takes the poll list on
                 _ => {
-                    self.cpus[c].softirq_work[lv] = 0;
-                    self.push_frame(s, c, Frame::new(Work::Softirq, level, Mask::Open, work));
-                    return;
+                    if self.run_softirqs(s, c, level) {
+                        return;
+                    }
                 }
             }
         }

@@ -2,4 +2,5 @@
 //! the scheduler (run queues, time slices, context switches).
 
 pub mod irq;
+pub mod napi;
 pub mod sched;

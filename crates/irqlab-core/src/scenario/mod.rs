@@ -2,10 +2,12 @@
 //! Serde types with `deny_unknown_fields`; [`load`] adds `--set` overrides and
 //! the checks serde cannot express, and every error names the key path.
 
+mod m5;
 mod overrides;
 mod units;
 mod validate;
 
+pub use m5::{Fio, Gsim, GsimChange, Moderation, ModerationKind, Nic, Nvme};
 pub use units::{CpuTime, Rate, Time};
 
 use schemars::JsonSchema;
@@ -51,6 +53,15 @@ pub struct Scenario {
     pub tasks: Vec<Task>,
     #[serde(default, rename = "vm")]
     pub vms: Vec<Vm>,
+    /// Global software interrupt moderation (M5).
+    #[serde(default)]
+    pub gsim: Option<Gsim>,
+    /// NVMe SSDs with fio-like jobs (M5).
+    #[serde(default)]
+    pub nvme: Vec<Nvme>,
+    /// NIC receive queues (M5).
+    #[serde(default)]
+    pub nic: Vec<Nic>,
     /// Cross-CPU requests (backtrace, crash-dump stop) and how they escalate.
     #[serde(default, rename = "crosscall")]
     pub crosscalls: Vec<CrossCall>,
@@ -174,11 +185,19 @@ pub struct Fabric {
     /// Fixed delay after the write leaves the fabric, before the interrupt controller sees it.
     #[serde(default)]
     pub latency: Time,
+    /// Each device DMA write (an NVMe completion's data + CQE, a received packet)
+    /// occupies the path this long. With DMA, MSI writes go ahead of queued DMA
+    /// and hold it back for `msi_write` each (docs/m5-global-interrupt-moderation.md).
+    #[serde(default)]
+    pub dma_write: Time,
+    /// A received packet's DMA: this much per KiB on top of `dma_write` (NIC).
+    #[serde(default)]
+    pub dma_per_kib: Time,
 }
 
 impl Default for Fabric {
     fn default() -> Self {
-        Self { msi_write: Time(0), slots: 1, latency: Time(0) }
+        Self { msi_write: Time(0), slots: 1, latency: Time(0), dma_write: Time(0), dma_per_kib: Time(0) }
     }
 }
 

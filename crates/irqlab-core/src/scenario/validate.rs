@@ -5,9 +5,9 @@
 use super::Scenario;
 use std::collections::HashSet;
 
-type Check = Result<(), (String, String)>;
+pub(super) type Check = Result<(), (String, String)>;
 
-fn err<T>(path: impl Into<String>, msg: impl Into<String>) -> Result<T, (String, String)> {
+pub(super) fn err<T>(path: impl Into<String>, msg: impl Into<String>) -> Result<T, (String, String)> {
     Err((path.into(), msg.into()))
 }
 
@@ -85,6 +85,7 @@ pub fn check(s: &Scenario) -> Check {
     }
     cpu_costs(s)?;
     crosscalls(s, &hosted)?;
+    super::m5::check(s, &hosted, &vm_vcpus)?;
     let mut names = HashSet::new();
     for (i, t) in s.tasks.iter().enumerate() {
         let p = format!("task[{i}]");
@@ -132,7 +133,7 @@ fn instances<'a>(p: &str, name: &'a str, count: u32, names: &mut HashSet<&'a str
 }
 
 /// A source's or task's placement: pCPUs on the host, vCPU indices in a VM.
-fn targets(
+pub(super) fn targets(
     p: &str,
     list: &[u32],
     vm: Option<&str>,

@@ -1,0 +1,294 @@
+//! Linux DIM (`lib/dim/net_dim.c`), per queue: every 64 interrupts it compares
+//! bytes/ms, then packets/ms, then interrupts/ms with the previous window (a
+//! change is significant above 10 %), steps one profile right (more moderation)
+//! or left, turns around when a step did not help, parks on top when it is back
+//! where it was best, and after 10 steps parks "tired" for a random 1–10
+//! decisions until the stats change.
+
+use crate::engine::rng::Rng;
+use crate::engine::time::{Ps, PS_PER_US};
+use rand::Rng as _;
+
+/// `NET_DIM_RX_EQE_PROFILES`: (usecs, packets).
+pub const RX_EQE_PROFILES: [(u64, u32); 5] = [(1, 256), (8, 256), (64, 256), (128, 256), (256, 256)];
+/// `NET_DIM_DEF_PROFILE_EQE`.
+pub const DEFAULT_PROFILE: usize = 1;
+/// `DIM_NEVENTS`: interrupts per decision window.
+pub const NEVENTS: u64 = 64;
+const NUM_PROFILES: u32 = RX_EQE_PROFILES.len() as u32;
+
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Tune {
+    ParkingOnTop,
+    ParkingTired,
+    GoingRight,
+    GoingLeft,
+}
+
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct Stats {
+    /// Packets, bytes and interrupts ("events") per millisecond.
+    pub ppms: u64,
+    pub bpms: u64,
+    pub epms: u64,
+}
+
+#[derive(Clone, Copy, Debug, Default)]
+pub struct Sample {
+    pub time: Ps,
+    pub events: u64,
+    pub pkts: u64,
+    pub bytes: u64,
+}
+
+#[derive(PartialEq, Eq, Debug)]
+enum Cmp {
+    Better,
+    Worse,
+    Same,
+}
+
+pub struct Dim {
+    pub profile_ix: usize,
+    pub tune: Tune,
+    steps_left: u32,
+    steps_right: u32,
+    tired: u32,
+    prev: Stats,
+    start: Sample,
+    measuring: bool,
+    pub decisions: u64,
+}
+
+fn significant(val: u64, r: u64) -> bool {
+    r != 0 && 100 * val.abs_diff(r) / r > 10
+}
+
+fn compare(curr: &Stats, prev: &Stats) -> Cmp {
+    if prev.bpms == 0 {
+        return if curr.bpms != 0 { Cmp::Better } else { Cmp::Same };
+    }
+    if significant(curr.bpms, prev.bpms) {
+        return if curr.bpms > prev.bpms { Cmp::Better } else { Cmp::Worse };
+    }
+    if prev.ppms == 0 {
+        return if curr.ppms != 0 { Cmp::Better } else { Cmp::Same };
+    }
+    if significant(curr.ppms, prev.ppms) {
+        return if curr.ppms > prev.ppms { Cmp::Better } else { Cmp::Worse };
+    }
+    if prev.epms == 0 {
+        return Cmp::Same;
+    }
+    if significant(curr.epms, prev.epms) {
+        return if curr.epms < prev.epms { Cmp::Better } else { Cmp::Worse };
+    }
+    Cmp::Same
+}
+
+impl Default for Dim {
+    fn default() -> Self {
+        Dim {
+            profile_ix: DEFAULT_PROFILE,
+            tune: Tune::ParkingOnTop, // a zeroed `struct dim`
+            steps_left: 0,
+            steps_right: 0,
+            tired: 0,
+            prev: Stats::default(),
+            start: Sample::default(),
+            measuring: false,
+            decisions: 0,
+        }
+    }
+}
+
+impl Dim {
+    /// The current moderation: (time, packets).
+    pub fn profile(&self) -> (Ps, u32) {
+        let (us, pkts) = RX_EQE_PROFILES[self.profile_ix];
+        (us * PS_PER_US, pkts)
+    }
+
+    /// `net_dim()`: feed the queue's counters after an interrupt; true when the profile changed.
+    pub fn update(&mut self, end: Sample, rng: &mut Rng) -> bool {
+        if self.measuring {
+            if end.events - self.start.events < NEVENTS {
+                return false;
+            }
+            let us = (end.time - self.start.time) / PS_PER_US;
+            if us > 0 {
+                let per_ms = |n: u64| (n * 1000).div_ceil(us);
+                let curr = Stats {
+                    ppms: per_ms(end.pkts - self.start.pkts),
+                    bpms: per_ms(end.bytes - self.start.bytes),
+                    epms: per_ms(NEVENTS),
+                };
+                self.decisions += 1;
+                if self.decide(&curr, rng) {
+                    // DIM_APPLY_NEW_PROFILE, then DIM_START_MEASURE once the work item ran.
+                    self.measuring = false;
+                    return true;
+                }
+            } else {
+                return false;
+            }
+        }
+        self.start = end;
+        self.measuring = true;
+        false
+    }
+
+    fn decide(&mut self, curr: &Stats, rng: &mut Rng) -> bool {
+        let (prev_state, prev_ix) = (self.tune, self.profile_ix);
+        match self.tune {
+            Tune::ParkingOnTop => {
+                if compare(curr, &self.prev) != Cmp::Same {
+                    self.park_tired(rng);
+                }
+            }
+            Tune::ParkingTired => {
+                self.tired -= 1;
+                if self.tired == 0 {
+                    self.tune = if self.profile_ix > 0 { Tune::GoingLeft } else { Tune::GoingRight };
+                    self.step();
+                }
+            }
+            Tune::GoingRight | Tune::GoingLeft => {
+                if compare(curr, &self.prev) != Cmp::Better {
+                    self.turn();
+                }
+                if self.on_top() {
+                    self.park_on_top();
+                } else {
+                    match self.step() {
+                        Step::OnEdge => self.park_on_top(),
+                        Step::TooTired => self.park_tired(rng),
+                        Step::Stepped => {}
+                    }
+                }
+            }
+        }
+        if prev_state != Tune::ParkingOnTop || self.tune != Tune::ParkingOnTop {
+            self.prev = *curr;
+        }
+        self.profile_ix != prev_ix
+    }
+
+    fn step(&mut self) -> Step {
+        if self.tired == NUM_PROFILES * 2 {
+            return Step::TooTired;
+        }
+        match self.tune {
+            Tune::ParkingOnTop | Tune::ParkingTired => {}
+            Tune::GoingRight => {
+                if self.profile_ix == NUM_PROFILES as usize - 1 {
+                    return Step::OnEdge;
+                }
+                self.profile_ix += 1;
+                self.steps_right += 1;
+            }
+            Tune::GoingLeft => {
+                if self.profile_ix == 0 {
+                    return Step::OnEdge;
+                }
+                self.profile_ix -= 1;
+                self.steps_left += 1;
+            }
+        }
+        self.tired += 1;
+        Step::Stepped
+    }
+
+    fn on_top(&self) -> bool {
+        match self.tune {
+            Tune::ParkingOnTop | Tune::ParkingTired => true,
+            Tune::GoingRight => self.steps_left > 1 && self.steps_right == 1,
+            Tune::GoingLeft => self.steps_right > 1 && self.steps_left == 1,
+        }
+    }
+
+    fn turn(&mut self) {
+        match self.tune {
+            Tune::GoingRight => {
+                self.tune = Tune::GoingLeft;
+                self.steps_left = 0;
+            }
+            Tune::GoingLeft => {
+                self.tune = Tune::GoingRight;
+                self.steps_right = 0;
+            }
+            _ => {}
+        }
+    }
+
+    fn park_on_top(&mut self) {
+        self.steps_right = 0;
+        self.steps_left = 0;
+        self.tired = 0;
+        self.tune = Tune::ParkingOnTop;
+    }
+
+    fn park_tired(&mut self, rng: &mut Rng) {
+        self.steps_right = 0;
+        self.steps_left = 0;
+        self.tune = Tune::ParkingTired;
+        self.tired = rng.gen_range(1..=10);
+    }
+}
+
+enum Step {
+    Stepped,
+    TooTired,
+    OnEdge,
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::engine::rng::stream;
+
+    #[test]
+    fn significance_is_above_ten_percent() {
+        assert!(!significant(110, 100));
+        assert!(significant(112, 100));
+        assert_eq!(compare(&Stats { bpms: 100, ppms: 10, epms: 5 }, &Stats { bpms: 100, ppms: 10, epms: 6 }), Cmp::Better);
+        assert_eq!(compare(&Stats { bpms: 80, ppms: 99, epms: 1 }, &Stats { bpms: 100, ppms: 10, epms: 6 }), Cmp::Worse);
+    }
+
+    /// Windows of 64 interrupts, 1 ms each; `bytes` per window from a closure of the profile index.
+    fn drive(d: &mut Dim, windows: usize, bytes: impl Fn(usize) -> u64) -> Vec<usize> {
+        let mut rng = stream(1, "dim");
+        let mut s = Sample::default();
+        let mut seen = vec![];
+        d.update(s, &mut rng);
+        for _ in 0..windows {
+            s.time += 1000 * PS_PER_US;
+            s.events += NEVENTS;
+            s.bytes += bytes(d.profile_ix);
+            s.pkts += 100;
+            d.update(s, &mut rng);
+            d.update(s, &mut rng); // restart measuring if a profile was applied
+            seen.push(d.profile_ix);
+        }
+        seen
+    }
+
+    #[test]
+    fn climbs_while_moderation_helps_then_parks() {
+        // Throughput grows with moderation up to profile 3, then falls.
+        let mut d = Dim::default();
+        let seen = drive(&mut d, 60, |ix| [100_000, 200_000, 300_000, 400_000, 350_000][ix]);
+        assert!(seen.contains(&3), "{seen:?}");
+        assert!(seen.iter().all(|&i| i < RX_EQE_PROFILES.len()));
+        assert!(d.decisions > 10);
+    }
+
+    #[test]
+    fn same_stats_keep_it_parked() {
+        let mut d = Dim::default();
+        let seen = drive(&mut d, 40, |_| 100_000);
+        // After the first move it parks; constant stats never move it again for long.
+        let last = &seen[20..];
+        assert!(last.windows(2).filter(|w| w[0] != w[1]).count() <= 2, "{seen:?}");
+    }
+}

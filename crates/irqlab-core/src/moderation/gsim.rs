@@ -1,0 +1,345 @@
+//! GSIM, global software interrupt moderation (a genirq patch series). After a
+//! moderated interrupt's handler, a hook counts it; every `clock_every`-th
+//! interrupt it reads the clock and, once per control period, runs the control
+//! law ([`law`]) that sets this CPU's delay `mod_ns`. To moderate, the hook adds
+//! `mod_ns` to `sleep_ns` and, once that reaches `min_sleep` (10 µs), starts a
+//! pinned per-CPU hrtimer for `sleep_ns`; until it fires, every moderated source
+//! that interrupts on the CPU is disabled (lazily: a source that fires again is
+//! masked at the device and marked pending), and on expiry all are re-enabled.
+
+use crate::engine::time::{Ps, PS_PER_NS};
+use crate::engine::{Scheduler, TimerHandle};
+use crate::hw::cpu::Class;
+use crate::machine::{Ev, Machine};
+
+/// Below this the law drops the delay to 0 (and raises it to this from 0).
+pub const MIN_MOD_NS: u64 = 500;
+const NSEC_PER_SEC: u128 = 1_000_000_000;
+
+/// The administrator's targets (module parameters / procfs).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct Params {
+    pub delay_ns: u64,
+    /// Interrupts per second (0: none).
+    pub target_intr_rate: u64,
+    pub hardirq_percent: u64,
+    pub update_ns: u64,
+    pub scale: u64,
+}
+
+impl Params {
+    /// Both targets 0: a fixed delay.
+    pub fn fixed(&self) -> bool {
+        self.target_intr_rate == 0 && self.hardirq_percent == 0
+    }
+}
+
+/// What one CPU saw during an epoch (`epoch_ns` since its last law run).
+#[derive(Clone, Copy, Debug, Default)]
+pub struct Epoch {
+    pub epoch_ns: u64,
+    /// Moderated interrupts on this CPU.
+    pub local_irqs: u64,
+    /// Growth of the shared total counter.
+    pub global_irqs: u64,
+    /// CPUs that reported in the period (at least 1).
+    pub active_cpus: u64,
+    pub hardirq_ns: u64,
+}
+
+/// The control law, once per period per CPU: the new `mod_ns`.
+pub fn law(mod_ns: u64, e: &Epoch, p: &Params) -> u64 {
+    if p.fixed() {
+        return p.delay_ns;
+    }
+    let epoch = e.epoch_ns.max(1) as u128;
+    let local_rate = e.local_irqs as u128 * NSEC_PER_SEC / epoch;
+    let global_rate = e.global_irqs as u128 * NSEC_PER_SEC / epoch;
+    let target = p.target_intr_rate as u128;
+    // Moderate for rate only if the global rate is too high and this CPU has more than its share of it.
+    let global_high = target > 0 && global_rate > target;
+    let local_high = target > 0 && local_rate * e.active_cpus.max(1) as u128 * p.scale as u128 > target * 100;
+    let hardirq_high = p.hardirq_percent > 0 && e.hardirq_ns as u128 * 100 > epoch * p.hardirq_percent as u128;
+    let steps = (e.epoch_ns / p.update_ns.max(1)).clamp(1, 7);
+    if (global_high && local_high) || hardirq_high {
+        let m = mod_ns.max(MIN_MOD_NS);
+        (m + m * steps / 8).min(p.delay_ns)
+    } else {
+        let m = mod_ns - mod_ns * steps / 16;
+        if m < MIN_MOD_NS {
+            0
+        } else {
+            m
+        }
+    }
+}
+
+impl CpuGsim {
+    fn accrue(&mut self, now: Ps) {
+        let a = self.mod_ns as u128 * (now - self.mod_since) as u128;
+        self.mod_area += a;
+        self.mod_total += a;
+        self.mod_since = now;
+    }
+}
+
+/// Per-CPU GSIM state.
+#[derive(Default)]
+pub struct CpuGsim {
+    pub mod_ns: u64,
+    pub sleep_ns: u64,
+    pub timer: Option<TimerHandle>,
+    /// Sources disabled until the timer fires.
+    pub list: Vec<u32>,
+    /// Moderated interrupts: since boot (for the every-16th clock read) and in this epoch.
+    pub count: u64,
+    pub epoch_irqs: u64,
+    pub last_run: Ps,
+    pub global_at_last_run: u64,
+    pub hardirq_at_last_run: Ps,
+    /// Time-weighted `mod_ns`: since the last sample, and since the stats reset.
+    pub mod_area: u128,
+    pub mod_total: u128,
+    pub mod_since: Ps,
+}
+
+pub struct Gsim {
+    pub p: Params,
+    pub min_sleep_ns: u64,
+    pub clock_every: u64,
+    pub cpus: Vec<CpuGsim>,
+    /// The shared total of moderated interrupts.
+    pub total: u64,
+    /// Pending configuration changes: (at, params), in time order.
+    pub changes: Vec<(Ps, Params)>,
+    pub timers_started: u64,
+    pub disables: u64,
+}
+
+impl Gsim {
+    pub fn new(p: Params, min_sleep_ns: u64, clock_every: u64, cpus: usize, changes: Vec<(Ps, Params)>) -> Self {
+        let start = if p.fixed() { p.delay_ns } else { 0 };
+        let mut g = Gsim {
+            p,
+            min_sleep_ns,
+            clock_every: clock_every.max(1),
+            cpus: (0..cpus).map(|_| CpuGsim::default()).collect(),
+            total: 0,
+            changes,
+            timers_started: 0,
+            disables: 0,
+        };
+        for c in &mut g.cpus {
+            c.mod_ns = start;
+        }
+        g
+    }
+
+    fn set_mod(&mut self, c: usize, now: Ps, m: u64) {
+        self.cpus[c].accrue(now);
+        self.cpus[c].mod_ns = m;
+    }
+
+    /// Mean `mod_ns` per CPU since the last call (a sample interval `[since, now)`).
+    pub fn take_mean_mod_ns(&mut self, now: Ps, since: Ps) -> Vec<f64> {
+        let span = (now - since).max(1) as f64;
+        self.cpus
+            .iter_mut()
+            .map(|st| {
+                st.accrue(now);
+                std::mem::take(&mut st.mod_area) as f64 / span
+            })
+            .collect()
+    }
+
+    /// Mean `mod_ns` per CPU since the stats reset at `since`.
+    pub fn mean_mod_ns(&mut self, now: Ps, since: Ps) -> Vec<f64> {
+        let span = (now - since).max(1) as f64;
+        self.cpus
+            .iter_mut()
+            .map(|st| {
+                st.accrue(now);
+                st.mod_total as f64 / span
+            })
+            .collect()
+    }
+
+    pub fn reset_stats(&mut self, now: Ps) {
+        self.timers_started = 0;
+        self.disables = 0;
+        for st in &mut self.cpus {
+            st.accrue(now);
+            st.mod_area = 0;
+            st.mod_total = 0;
+        }
+    }
+}
+
+impl Machine {
+    /// The hook after a moderated interrupt's handler on CPU `c`.
+    pub(crate) fn gsim_after_handler(&mut self, s: &mut Scheduler<Ev>, c: usize, i: u32) {
+        let now = s.now();
+        let Some(g) = self.gsim.as_mut() else { return };
+        g.total += 1;
+        let st = &mut g.cpus[c];
+        st.count += 1;
+        st.epoch_irqs += 1;
+        if st.count % g.clock_every == 0 && now - st.last_run >= g.p.update_ns * PS_PER_NS {
+            self.gsim_run_law(now, c);
+        }
+        let g = self.gsim.as_mut().expect("checked above");
+        let st = &mut g.cpus[c];
+        if st.mod_ns == 0 && st.timer.is_none() {
+            return;
+        }
+        if st.timer.is_none() {
+            st.sleep_ns += st.mod_ns;
+            if st.sleep_ns < g.min_sleep_ns {
+                return;
+            }
+            st.timer = Some(s.timer_after(st.sleep_ns * PS_PER_NS, Ev::GsimTimer(c as u32)));
+            g.timers_started += 1;
+        }
+        if !self.srcs[i as usize].disabled {
+            self.srcs[i as usize].disabled = true;
+            g.disables += 1;
+            g.cpus[c].list.push(i);
+        }
+    }
+
+    fn gsim_run_law(&mut self, now: Ps, c: usize) {
+        self.cpus[c].account(now);
+        let hardirq = self.cpus[c].class_time(Class::Hardirq);
+        let g = self.gsim.as_mut().expect("gsim on");
+        let period = g.p.update_ns * PS_PER_NS;
+        let active = g.cpus.iter().filter(|x| now - x.last_run <= period && x.count > 0).count().max(1) as u64;
+        let st = &g.cpus[c];
+        // Stats resets zero the CPU's class times: never read a negative difference.
+        let e = Epoch {
+            epoch_ns: (now - st.last_run) / PS_PER_NS,
+            local_irqs: st.epoch_irqs,
+            global_irqs: g.total - st.global_at_last_run,
+            active_cpus: active,
+            hardirq_ns: hardirq.saturating_sub(st.hardirq_at_last_run) / PS_PER_NS,
+        };
+        let m = law(st.mod_ns, &e, &g.p);
+        g.set_mod(c, now, m);
+        let st = &mut g.cpus[c];
+        st.last_run = now;
+        st.epoch_irqs = 0;
+        st.global_at_last_run = g.total;
+        st.hardirq_at_last_run = hardirq;
+    }
+
+    /// The per-CPU hrtimer fired: re-enable every source it held.
+    pub(crate) fn gsim_timer(&mut self, s: &mut Scheduler<Ev>, c: usize) {
+        let g = self.gsim.as_mut().expect("gsim on");
+        let st = &mut g.cpus[c];
+        st.timer = None;
+        st.sleep_ns = 0;
+        let list = std::mem::take(&mut st.list);
+        for &i in &list {
+            self.enable_source(s, i);
+        }
+        // Keep the allocation: the list is refilled every period.
+        let mut list = list;
+        list.clear();
+        self.gsim.as_mut().expect("gsim on").cpus[c].list = list;
+    }
+
+    /// A procfs write: new targets, and `mod_ns` restarts from `delay_ns`.
+    pub(crate) fn gsim_change(&mut self, now: Ps, k: u32) {
+        let g = self.gsim.as_mut().expect("gsim on");
+        g.p = g.changes[k as usize].1;
+        let d = g.p.delay_ns;
+        for c in 0..g.cpus.len() {
+            g.set_mod(c, now, d);
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn p() -> Params {
+        Params { delay_ns: 100_000, target_intr_rate: 1_000_000, hardirq_percent: 70, update_ns: 1_000_000, scale: 150 }
+    }
+
+    /// 1 ms epoch on one of `active` CPUs with `local` and `global` interrupts and `hardirq_ns`.
+    fn e(local: u64, global: u64, active: u64, hardirq_ns: u64) -> Epoch {
+        Epoch { epoch_ns: 1_000_000, local_irqs: local, global_irqs: global, active_cpus: active, hardirq_ns }
+    }
+
+    #[test]
+    fn increase_starts_from_the_500ns_floor_and_steps_by_an_eighth() {
+        // Global 2 M/s > 1 M/s; local 100 k/s x 16 CPUs x 150 = 240 M > 100 M: both high.
+        let hi = e(100, 2000, 16, 0);
+        assert_eq!(law(0, &hi, &p()), 500 + 500 / 8);
+        assert_eq!(law(8000, &hi, &p()), 9000);
+    }
+
+    #[test]
+    fn increase_is_capped_at_delay_ns() {
+        assert_eq!(law(95_000, &e(100, 2000, 16, 0), &p()), 100_000);
+    }
+
+    #[test]
+    fn both_global_and_local_must_be_high() {
+        // Global high but this CPU's share low: 1 k/s x 16 x 150 = 2.4 M < 100 M -> decrease.
+        assert_eq!(law(16_000, &e(1, 2000, 16, 0), &p()), 15_000);
+        // Local high but global under target.
+        assert_eq!(law(16_000, &e(900, 900, 1, 0), &p()), 15_000);
+    }
+
+    #[test]
+    fn hardirq_share_alone_raises_the_delay() {
+        // 71 % of the epoch in hardirq > 70 %.
+        assert_eq!(law(8000, &e(1, 1, 1, 710_000), &p()), 9000);
+        assert_eq!(law(16_000, &e(1, 1, 1, 700_000), &p()), 15_000, "exactly 70 % is not above");
+    }
+
+    #[test]
+    fn decrease_by_a_sixteenth_and_drop_to_zero_under_500ns() {
+        let lo = e(1, 1, 1, 0);
+        assert_eq!(law(16_000, &lo, &p()), 15_000);
+        assert_eq!(law(530, &lo, &p()), 0, "530 - 33 = 497 < 500");
+        assert_eq!(law(0, &lo, &p()), 0);
+    }
+
+    #[test]
+    fn steps_scale_with_the_epoch_and_clamp_to_1_and_7() {
+        let mut hi = e(100, 2000, 16, 0);
+        hi.epoch_ns = 3_000_000; // 3 periods: rates /3 stay high (33 k/s local x 16 x 150 > 100 M)
+        hi.local_irqs = 300;
+        hi.global_irqs = 6000;
+        assert_eq!(law(8000, &hi, &p()), 8000 + 8000 * 3 / 8);
+        hi.epoch_ns = 50_000_000;
+        hi.local_irqs = 5000;
+        hi.global_irqs = 100_000;
+        assert_eq!(law(8000, &hi, &p()), 8000 + 8000 * 7 / 8);
+        let mut lo = e(1, 1, 1, 0);
+        lo.epoch_ns = 100_000; // shorter than a period: still one step
+        assert_eq!(law(16_000, &lo, &p()), 15_000);
+        lo.epoch_ns = 20_000_000;
+        assert_eq!(law(16_000, &lo, &p()), 16_000 - 16_000 * 7 / 16);
+    }
+
+    #[test]
+    fn fixed_mode_is_delay_ns() {
+        let mut f = p();
+        f.target_intr_rate = 0;
+        f.hardirq_percent = 0;
+        assert_eq!(law(0, &e(1, 1, 1, 0), &f), 100_000);
+    }
+
+    #[test]
+    fn scale_200_of_the_earlier_version_is_stricter() {
+        // local 40 k/s x 16 = 640 k; x150 = 96 M < 100 M, x200 = 128 M > 100 M.
+        let mut q = p();
+        let x = e(40, 2000, 16, 0);
+        assert_eq!(law(8000, &x, &q), 7500);
+        q.scale = 200;
+        assert_eq!(law(8000, &x, &q), 9000);
+    }
+}
