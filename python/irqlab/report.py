@@ -102,9 +102,9 @@ def series_plots(run: FigureRun) -> list[str]:
         finite = [abs(x) for x in v if isinstance(x, (int, float)) and math.isfinite(x)]
         if finite and max(finite) >= 1e4:  # rates read better as 200 k; shares stay plain
             ax.yaxis.set_major_formatter(EngFormatter())
-        ax.set_title(f"{run.stem}: {name}", fontsize=9)
+        ax.set_title(f"{run.label}: {name}", fontsize=9)
         ax.grid(True, alpha=0.3)
-        imgs.append(_img(fig, f"{run.stem} series {name}"))
+        imgs.append(_img(fig, f"{run.label} series {name}"))
     return imgs
 
 
@@ -149,7 +149,7 @@ def render(rows: Sequence[dict[str, Any]], runs: Sequence[FigureRun], version: s
     if with_series:
         out.append("<h2>Time series</h2>")
         for run, imgs in with_series:
-            out.append(f'<h3>{escape(run.stem)}</h3><div class="plots">')
+            out.append(f'<h3>{escape(run.label)}</h3><div class="plots">')
             out.extend(imgs)
             out.append("</div>")
     out.append("</body></html>\n")

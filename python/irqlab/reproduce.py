@@ -16,11 +16,20 @@ from ._util import UserError, one_line, read_scenario
 
 @dataclass
 class FigureRun:
+    """One simulation of a figure file: the file with one variant's overrides
+    (an `[[expect]]` entry's `set`), and the expectations read from it."""
+
     stem: str
     origin: str
     text: str
     scenario: dict[str, Any]
+    overrides: list[str]
+    expects: list[dict[str, Any]]
     result: dict[str, Any] | None = None
+
+    @property
+    def label(self) -> str:
+        return f"{self.stem} [{', '.join(self.overrides)}]" if self.overrides else self.stem
 
 
 def figure_files(figdir: Path, only: Sequence[str] | None) -> list[Path]:
@@ -39,21 +48,28 @@ def figure_files(figdir: Path, only: Sequence[str] | None) -> list[Path]:
 
 
 def prepare(files: list[Path]) -> list[FigureRun]:
-    """Read and validate every figure before running any."""
+    """Read and validate every figure (and every variant) before running any."""
     runs = []
     for f in files:
         text, origin = read_scenario(f)
         try:
             scen = json.loads(_core.load(text, origin, []))
+            variants: dict[tuple[str, ...], list[dict[str, Any]]] = {}
+            for exp in scen.get("expect", []):
+                variants.setdefault(tuple(exp.get("set", [])), []).append(exp)
+            if not variants:
+                variants[()] = []
+            for sets, expects in variants.items():
+                _core.load(text, origin, list(sets))
+                runs.append(FigureRun(f.stem, origin, text, scen, list(sets), expects))
         except _core.ScenarioError as e:
             raise UserError(one_line(str(e))) from None
-        runs.append(FigureRun(f.stem, origin, text, scen))
     return runs
 
 
 def execute(runs: list[FigureRun], workers: int, advance: Callable[[], None]) -> None:
     def one(r: FigureRun) -> dict[str, Any]:
-        res, _ = _core.run(r.text, r.origin, [], None, False)
+        res, _ = _core.run(r.text, r.origin, r.overrides, None, False)
         return json.loads(res)
 
     with ThreadPoolExecutor(max_workers=max(1, workers)) as ex:
@@ -94,7 +110,8 @@ def check(run: FigureRun) -> list[dict[str, Any]]:
     """Compare each expectation of a run with its simulated metric."""
     assert run.result is not None
     rows = []
-    for i, exp in enumerate(run.scenario.get("expect", [])):
+    for exp in run.expects:
+        i = run.scenario["expect"].index(exp)
         metric = exp["metric"]
         sim = lookup(run.result, metric)
         if sim is None:
@@ -119,6 +136,7 @@ def check(run: FigureRun) -> list[dict[str, Any]]:
                 "within_tolerance": ok,
                 "source": exp.get("source", ""),
                 "scenario": run.stem,
+                "overrides": run.overrides,
                 "metric": metric,
             }
         )

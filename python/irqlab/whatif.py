@@ -17,7 +17,7 @@ from typing import Any, Sequence
 from . import SCENARIOS_DIR, _core
 from ._util import UserError, one_line, read_scenario
 
-DEFAULT_BASE = SCENARIOS_DIR / "figures" / "m1-gettid-daif.toml"
+DEFAULT_BASE = SCENARIOS_DIR / "figures" / "m1-gettid.toml"
 MECHANISMS = ("ipi", "pseudo-nmi", "sdei", "nmi")
 
 

@@ -9,8 +9,10 @@
 //! handler (`nvme_irq`) reaps every entry it finds; each reaped I/O is
 //! resubmitted by its job (closed loop).
 //!
-//! I/Os are identical, so a disk keeps only their submission times: the I/O a
-//! channel finishes is the oldest in service (exact for fixed service times).
+//! I/Os are identical, so a disk keeps only their submission times. A channel
+//! takes a random queued command (dies serve out of order; FIFO service would
+//! keep every batch of resubmissions together, lap after lap), and the I/O a
+//! channel finishes is taken to be the oldest in service.
 
 use crate::engine::rng::{exp_sample, Rng};
 use crate::engine::stats::Latency;
@@ -18,6 +20,7 @@ use crate::engine::time::{s_to_ps, Ps};
 use crate::engine::{Scheduler, TimerHandle};
 use crate::machine::{Ev, Machine};
 use crate::moderation::QueueMod;
+use rand::Rng as _;
 use std::collections::VecDeque;
 
 pub struct Disk {
@@ -77,8 +80,10 @@ impl Machine {
     pub(crate) fn disk_kick(&mut self, s: &mut Scheduler<Ev>, d: u32) {
         let now = s.now();
         let disk = &mut self.disks[d as usize];
-        while disk.busy < disk.channels {
-            let Some(io) = disk.sq.pop_front() else { break };
+        while disk.busy < disk.channels && !disk.sq.is_empty() {
+            // Flash dies serve queued commands out of order: take any one, not the oldest.
+            let k = disk.rng.gen_range(0..disk.sq.len());
+            let io = disk.sq.swap_remove_back(k).expect("k < len");
             let t = disk.service_time();
             disk.busy += 1;
             disk.in_service.push_back(io);

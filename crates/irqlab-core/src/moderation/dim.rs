@@ -284,11 +284,14 @@ mod tests {
     }
 
     #[test]
-    fn same_stats_keep_it_parked() {
+    fn same_stats_wander_near_the_default_and_park_when_tired() {
+        // Stats that do not depend on the profile: every step "did not help", so
+        // DIM turns each time, zigzags around where it started, and after 10
+        // steps parks tired for a few decisions.
         let mut d = Dim::default();
-        let seen = drive(&mut d, 40, |_| 100_000);
-        // After the first move it parks; constant stats never move it again for long.
-        let last = &seen[20..];
-        assert!(last.windows(2).filter(|w| w[0] != w[1]).count() <= 2, "{seen:?}");
+        let seen = drive(&mut d, 60, |_| 100_000);
+        assert!(seen.iter().all(|&i| i <= 2), "{seen:?}");
+        let longest = seen.chunk_by(|a, b| a == b).map(|r| r.len()).max().unwrap_or(0);
+        assert!(longest >= 3, "no tired parking in {seen:?}");
     }
 }

@@ -212,7 +212,10 @@ impl Machine {
         let hardirq = self.cpus[c].class_time(Class::Hardirq);
         let g = self.gsim.as_mut().expect("gsim on");
         let period = g.p.update_ns * PS_PER_NS;
-        let active = g.cpus.iter().filter(|x| now - x.last_run <= period && x.count > 0).count().max(1) as u64;
+        // "CPUs that reported in the period": a CPU reports when its 16th-interrupt
+        // check finds a period gone, so its reports are a little over a period
+        // apart; counting the last two periods sees every CPU that is reporting.
+        let active = g.cpus.iter().filter(|x| x.count > 0 && now - x.last_run <= 2 * period).count().max(1) as u64;
         let st = &g.cpus[c];
         // Stats resets zero the CPU's class times: never read a negative difference.
         let e = Epoch {

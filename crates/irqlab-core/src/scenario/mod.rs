@@ -410,6 +410,10 @@ pub struct Expect {
     pub unit: String,
     pub tolerance: f64,
     pub source: String,
+    /// Overrides (`KEY.PATH=VALUE`, as `--set`) for the run this figure is read from:
+    /// one scenario file can hold a figure's variants (policies, masking modes).
+    #[serde(default)]
+    pub set: Vec<String>,
 }
 
 /// A load error: one line, naming the file, the key path and what was expected.
