@@ -94,6 +94,16 @@ pub struct Audit {
     pub last_now: Ps,
     /// Flow ids of delivered interrupts, kept only when auditing.
     pub delivered: Option<HashSet<u64>>,
+    /// Closed-loop I/Os: how many the jobs own, and how many were found somewhere at the end.
+    pub ios_owned: u64,
+    pub ios_found: u64,
+    /// Packets offered to NICs, and those received, dropped or still in flight at the end.
+    pub pkts_offered: u64,
+    pub pkts_found: u64,
+    /// Sources GSIM left disabled at the end without a queued timer to re-enable them.
+    pub disabled_orphans: u64,
+    /// Sources still disabled at the end (re-enabled later by a queued timer).
+    pub disabled_at_end: u64,
 }
 
 pub struct Machine {

@@ -42,6 +42,7 @@ pub fn run(sc: &Scenario, opt: RunOptions) -> RunOutput {
     let now = s.now();
     let report = m.report(now, s.events());
     let pending_events = m.pending_events();
+    m.audit_devices();
     let trace = std::mem::replace(&mut m.tracer, crate::engine::trace::Tracer::disabled()).finish(now);
     RunOutput { report, trace, audit: m.audit.clone(), pending_events, seed }
 }

@@ -17,6 +17,7 @@ struct Mix {
     vm: bool,
     costs: (u32, u32, u32),                    // irq entry/exit, exception entry
     xcall: (u32, u32, u32),                    // (mechanism mask 1..16, signals, signal gap us)
+    gsim: (u32, u32, u32),                     // (delay us, 0 = off; target k/s, 0 = fixed; hardirq %)
 }
 
 fn mix() -> impl Strategy<Value = Mix> {
@@ -30,8 +31,9 @@ fn mix() -> impl Strategy<Value = Mix> {
         any::<bool>(),
         (0u32..300, 0u32..300, 0u32..500),
         (0u32..16, 1u32..4, 1u32..20),
+        (0u32..120, 0u32..400, 0u32..90),
     )
-        .prop_map(|(cpus, sources, tasks, masking, msi_write_ns, slots, vm, costs, xcall)| Mix {
+        .prop_map(|(cpus, sources, tasks, masking, msi_write_ns, slots, vm, costs, xcall, gsim)| Mix {
             cpus,
             sources,
             tasks,
@@ -41,6 +43,7 @@ fn mix() -> impl Strategy<Value = Mix> {
             vm,
             costs,
             xcall,
+            gsim,
         })
 }
 
@@ -89,6 +92,12 @@ fn scenario(m: &Mix) -> String {
             m.xcall.2 % 9 + 1
         );
     }
+    if m.gsim.0 > 0 {
+        t += &format!(
+            "[gsim]\ndelay_us = {}\ntarget_intr_rate = \"{}k/s\"\nhardirq_percent = {}\n",
+            m.gsim.0, m.gsim.1, m.gsim.2
+        );
+    }
     let kinds = ["none", "syscall", "pagefault", "yield"];
     for (i, (work, body, off, kind)) in m.tasks.iter().enumerate() {
         let kind = kinds[*kind as usize];
@@ -120,6 +129,8 @@ proptest! {
         // Masking only delays: sources stop at 3 ms and all masked sections are
         // finite, so by 4 ms nothing may be left behind.
         prop_assert_eq!(out.pending_events, 0, "left pending:\n{}", text);
+        // GSIM's last timers have fired: no source stays disabled.
+        prop_assert_eq!(a.disabled_at_end, 0, "left disabled:\n{}", text);
         for (k, v) in &out.report.metrics {
             prop_assert!(v.is_finite(), "{} = {}", k, v);
         }

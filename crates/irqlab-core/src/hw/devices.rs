@@ -100,6 +100,7 @@ impl Machine {
                 }
                 // The jobs' I/Os, spread over the disk's queues; each queue admits up to its depth.
                 let ios = n.fio.jobs as u64 * n.fio.iodepth as u64;
+                self.audit.ios_owned += ios;
                 for j in 0..ios {
                     self.cqs[(first_cq as u64 + j % n.queues as u64) as usize].backlog.push_back(0);
                 }
@@ -158,6 +159,9 @@ impl Machine {
                 drops_buffer: 0,
                 latency: Latency::default(),
                 polls: 0,
+                life_offered: 0,
+                life_rx: 0,
+                life_drops: 0,
             });
             let vm = n.vm.as_ref().map(|name| sc.vms.iter().position(|v| &v.name == name).expect("validated") as u32);
             for q in 0..n.queues {
@@ -263,5 +267,25 @@ impl Machine {
     /// Device totals for the time series (cumulative; the sampler takes differences).
     pub(crate) fn device_totals(&self) -> (u64, u64) {
         (self.nvme.iter().map(|g| g.completed).sum(), self.nics.iter().map(|g| g.payload_bytes).sum())
+    }
+}
+
+impl Machine {
+    /// End-of-run bookkeeping for the invariant tests: nothing lost, nothing left disabled for good.
+    pub(crate) fn audit_devices(&mut self) {
+        let a = &mut self.audit;
+        a.ios_found = self.disks.iter().map(|d| (d.sq.len() + d.in_service.len()) as u64).sum::<u64>()
+            + self.cqs.iter().map(|q| (q.landing.len() + q.posted.len() + q.backlog.len()) as u64).sum::<u64>();
+        a.pkts_found = self.rxqs.iter().map(|q| (q.landing.len() + q.ring_pkts.len()) as u64).sum::<u64>()
+            + self.nics.iter().map(|g| g.life_rx + g.life_drops).sum::<u64>();
+        a.pkts_offered = self.nics.iter().map(|g| g.life_offered).sum();
+        let listed: std::collections::HashSet<u32> = self
+            .gsim
+            .iter()
+            .flat_map(|g| g.cpus.iter().filter(|c| c.timer.is_some()).flat_map(|c| c.list.iter().copied()))
+            .collect();
+        a.disabled_at_end = self.srcs.iter().filter(|s| s.disabled).count() as u64;
+        a.disabled_orphans =
+            self.srcs.iter().enumerate().filter(|(i, s)| s.disabled && !listed.contains(&(*i as u32))).count() as u64;
     }
 }

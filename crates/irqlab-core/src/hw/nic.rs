@@ -65,6 +65,10 @@ pub struct NicGroup {
     pub drops_buffer: u64,
     pub latency: Latency,
     pub polls: u64,
+    /// Lifetime counts (never reset), for the conservation check.
+    pub life_offered: u64,
+    pub life_rx: u64,
+    pub life_drops: u64,
 }
 
 impl Machine {
@@ -78,13 +82,16 @@ impl Machine {
         let grp = &mut self.nics[g];
         let bytes = grp.sizes.iter().find(|(_, c)| u < *c).unwrap_or(grp.sizes.last().expect("a size")).0;
         grp.offered_pkts += 1;
+        grp.life_offered += 1;
         if rx.landing.len() + rx.ring_pkts.len() >= rx.ring as usize {
             grp.drops_ring += 1;
+            grp.life_drops += 1;
             return;
         }
         if self.path.as_ref().is_some_and(|p| p.dma_backlog > grp.buffer) {
             // The NIC's buffer holds what the path has not taken yet: it is full.
             grp.drops_buffer += 1;
+            grp.life_drops += 1;
             return;
         }
         let cost = self.dma_write + bytes as Ps * grp.dma_per_kib / 1024;

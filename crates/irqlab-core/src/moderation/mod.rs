@@ -56,3 +56,6 @@ impl QueueMod {
         }
     }
 }
+
+#[cfg(test)]
+mod tests;

@@ -69,6 +69,7 @@ impl Machine {
         for _ in 0..n {
             let (t, bytes) = rx.ring_pkts.pop_front().expect("n <= ring");
             grp.rx_pkts += 1;
+            grp.life_rx += 1;
             grp.rx_bytes += bytes as u64;
             grp.payload_bytes += bytes.saturating_sub(crate::hw::nic::HEADERS) as u64;
             grp.latency.record(now - t);

@@ -1,0 +1,169 @@
+//! M5's invariants on whole machines: moderation loses no completion and no
+//! packet, every source GSIM disables is re-enabled, and at low load GSIM
+//! adaptive changes nothing.
+
+use crate::run::{run, RunOptions, RunOutput};
+use crate::scenario::load;
+
+fn go(toml: &str, sets: &[&str]) -> RunOutput {
+    let sets: Vec<String> = sets.iter().map(|s| s.to_string()).collect();
+    let sc = load(toml, "m5.toml", &sets).expect("valid scenario");
+    let out = run(&sc, RunOptions { audit: true, ..Default::default() });
+    assert_eq!(out.audit.time_reversals, 0);
+    assert_eq!(out.audit.double_deliveries, 0);
+    out
+}
+
+const NVME: &str = r#"
+name = "nvme"
+duration = "30ms"
+warmup = "5ms"
+[platform]
+cpus = 4
+[cpu]
+irq_entry = "300ns"
+irq_exit = "200ns"
+[fabric]
+msi_write = "325ns"
+dma_write = "40ns"
+latency = "2us"
+[[nvme]]
+name = "ssd"
+count = 2
+queues = 4
+cpus = [0, 1, 2, 3]
+iops = "1M"
+channels = 64
+exponential = true
+handler = "500ns"
+per_cqe = "300ns"
+[nvme.fio]
+jobs = 4
+iodepth = 32
+"#;
+
+const GSIM_ADAPTIVE: [&str; 3] = ["gsim.delay_us=100", "gsim.target_intr_rate=200000", "gsim.hardirq_percent=70"];
+
+#[test]
+fn moderation_loses_no_io() {
+    for sets in [vec![], vec!["gsim.delay_us=200"], GSIM_ADAPTIVE.to_vec(), vec!["nvme.0.moderation.kind=static", "nvme.0.moderation.usecs=100us", "nvme.0.moderation.frames=8"]] {
+        let out = go(NVME, &sets);
+        assert_eq!(out.audit.ios_owned, 2 * 4 * 32);
+        assert_eq!(out.audit.ios_found, out.audit.ios_owned, "{sets:?}");
+        assert_eq!(out.audit.disabled_orphans, 0, "{sets:?}");
+        assert!(out.report.metrics["nvme.ssd.iops"] > 0.0);
+    }
+}
+
+#[test]
+fn gsim_fixed_delays_interrupts_by_about_its_delay() {
+    let none = go(NVME, &[]);
+    let fixed = go(NVME, &["gsim.delay_us=200"]);
+    let (n, f) = (&none.report.metrics, &fixed.report.metrics);
+    assert!(f["interrupts_per_s"] < n["interrupts_per_s"] / 2.0, "{} vs {}", f["interrupts_per_s"], n["interrupts_per_s"]);
+    assert!(f["gsim.timers_per_s"] > 0.0 && f["gsim.masked_while_disabled"] > 0.0);
+    // A source waits at most one timer: the worst IRQ latency is about delay_us.
+    let max = fixed.report.histograms["irq_latency"].max;
+    assert!(max > 100_000.0 && max < 260_000.0, "max irq latency {max} ns");
+}
+
+#[test]
+fn gsim_adaptive_adds_no_delay_at_low_load() {
+    // One disk, one queue, one job at iodepth 1: far under every target.
+    let low = ["nvme.0.count=1", "nvme.0.queues=1", "nvme.0.fio.jobs=1", "nvme.0.fio.iodepth=1"];
+    let plain = go(NVME, &low);
+    let mut sets = low.to_vec();
+    sets.extend(GSIM_ADAPTIVE);
+    let gsim = go(NVME, &sets);
+    assert_eq!(gsim.report.metrics["gsim.mod_ns"], 0.0);
+    assert_eq!(gsim.report.metrics["gsim.timers_per_s"], 0.0);
+    assert_eq!(plain.report.histograms["nvme.ssd.latency"], gsim.report.histograms["nvme.ssd.latency"]);
+    assert_eq!(plain.report.metrics["nvme.ssd.iops"], gsim.report.metrics["nvme.ssd.iops"]);
+}
+
+const NIC: &str = r#"
+name = "nic"
+duration = "20ms"
+warmup = "5ms"
+[platform]
+cpus = 4
+[cpu]
+irq_entry = "300ns"
+irq_exit = "200ns"
+[fabric]
+msi_write = "400ns"
+dma_per_kib = "40ns"
+[[nic]]
+name = "eth"
+gbps = 25
+queues = 8
+cpus = [0, 1, 2, 3]
+packets = [[1514, 0.8], [64, 0.2]]
+handler = "500ns"
+per_packet = "250ns"
+per_poll = "200ns"
+"#;
+
+#[test]
+fn every_packet_is_received_dropped_or_in_flight() {
+    for sets in [
+        vec![],
+        vec!["gsim.delay_us=50"],
+        GSIM_ADAPTIVE.to_vec(),
+        vec!["nic.0.moderation.kind=static", "nic.0.moderation.usecs=8us", "nic.0.moderation.frames=32"],
+        vec!["nic.0.moderation.kind=dim"],
+        vec!["nic.0.moderation.kind=polling"],
+        vec!["nic.0.ring=16", "nic.0.per_packet=2us"],
+    ] {
+        let out = go(NIC, &sets);
+        assert!(out.audit.pkts_offered > 10_000);
+        assert_eq!(out.audit.pkts_found, out.audit.pkts_offered, "{sets:?}");
+        assert_eq!(out.audit.disabled_orphans, 0, "{sets:?}");
+    }
+}
+
+#[test]
+fn a_small_ring_drops_and_polling_takes_no_interrupt() {
+    let small = go(NIC, &["nic.0.ring=8", "nic.0.per_packet=3us"]);
+    assert!(small.report.metrics["nic.eth.drops_ring"] > 0.0);
+    let poll = go(NIC, &["nic.0.moderation.kind=polling"]);
+    assert_eq!(poll.report.metrics["interrupts"], 0.0);
+    assert!(poll.report.metrics["nic.eth.rx_pkts_per_s"] > 0.0);
+}
+
+#[test]
+fn a_configuration_change_resets_mod_ns_to_delay_ns() {
+    let text = format!("{NIC}\n[gsim]\ndelay_us = 100\ntarget_intr_rate = 100000000\n[[gsim.change]]\nat = \"19ms\"\ndelay_us = 40\n");
+    let out = go(&text, &["stats.series_interval=1ms"]);
+    // With an unreachable target the law decays mod_ns toward 0; the change sets it to 40 us.
+    let s = &out.report.series["gsim_mod_ns"];
+    let last = *s.v.last().expect("samples");
+    assert!(last > 30_000.0, "mod_ns after the change: {last}");
+}
+
+/// Replayed or synthetic plain sources are moderated too, and lose nothing once they stop.
+#[test]
+fn plain_sources_under_gsim_lose_nothing() {
+    let text = r#"
+name = "plain"
+duration = "6ms"
+[platform]
+cpus = 2
+[cpu]
+irq_entry = "200ns"
+[[source]]
+name = "dev"
+count = 8
+rate = "200k/s"
+cpus = [0, 1]
+handler = "500ns"
+stop = "4ms"
+[gsim]
+delay_us = 50
+"#;
+    let out = go(text, &[]);
+    assert_eq!(out.pending_events, 0);
+    assert_eq!(out.audit.writes, out.audit.events_delivered);
+    assert_eq!(out.audit.disabled_at_end, 0, "the last timers re-enabled everything");
+    assert!(out.report.metrics["gsim.masked_while_disabled"] > 0.0);
+}
