@@ -109,3 +109,14 @@ def progress(label: str, total: int) -> Iterator[Callable[[], None]]:
     with bar:
         task = bar.add_task(label, total=total)
         yield lambda: bar.advance(task)
+
+
+_UNITS_NS = {"ps": 1e-3, "ns": 1.0, "us": 1e3, "ms": 1e6, "s": 1.0e9}
+
+
+def time_ns(t: str) -> float:
+    """A time as the core normalizes it ("40ns", "1500ps", "0s"), in ns."""
+    for unit in ("ps", "ns", "us", "ms", "s"):
+        if t.endswith(unit):
+            return float(t[: -len(unit)]) * _UNITS_NS[unit]
+    raise ValueError(f"not a normalized time: {t!r}")

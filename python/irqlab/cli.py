@@ -19,7 +19,7 @@ from rich.console import Console
 from rich.table import Table
 
 from . import SCENARIOS_DIR, _core
-from ._util import UserError, atomic_write, check_overrides, one_line, progress, read_scenario
+from ._util import UserError, atomic_write, check_overrides, one_line, progress, read_scenario, time_ns
 
 app = typer.Typer(
     name="irqlab",
@@ -269,17 +269,23 @@ def sweep(
 def bench(
     json_out: Annotated[Optional[Path], typer.Option("--json", help="Write the result JSON here ('-' = stdout).")] = None,
     repeat: Annotated[int, typer.Option("--repeat", help="Runs; the fastest is reported.")] = 1,
+    scenario: Annotated[
+        Optional[Path], typer.Option("--scenario", help="Time this scenario instead of the reference model.")
+    ] = None,
+    set_: SetOpt = None,
 ) -> None:
-    """Measure engine speed on the reference scenario (bench/reference.toml)."""
+    """Measure engine speed on the reference scenario (bench/reference.toml) or another one."""
     if repeat < 1:
         raise UserError(f"--repeat {repeat}: expected at least 1")
-    path = SCENARIOS_DIR / "bench" / "reference.toml"
-    text, _ = read_scenario(path)
-    origin = "bench/reference.toml"
+    path = scenario if scenario is not None else SCENARIOS_DIR / "bench" / "reference.toml"
+    text, origin = read_scenario(path)
+    if scenario is None:
+        origin = "bench/reference.toml"
+    overrides = check_overrides(set_)
     wall = float("inf")
     for _ in range(repeat):
         t0 = time.perf_counter()
-        raw, _trace = _core.run(text, origin, [], None, False)
+        raw, _trace = _core.run(text, origin, overrides, None, False)
         wall = min(wall, time.perf_counter() - t0)
     res = json.loads(raw)
     m = res["metrics"]
@@ -289,6 +295,8 @@ def bench(
         "wall_s": wall,
         "interrupts_per_wall_s": m["interrupts"] / wall,
         "events_per_wall_s": m["events"] / wall,
+        # Warm-up included: it is simulated too.
+        "sim_s_per_wall_s": _duration_s(text, origin, overrides) / wall,
     }
     doc = {"scenario": res["scenario"], "seed": res["seed"], "version": res["version"],
            "metrics": metrics, "histograms": {}, "series": {}}
@@ -362,6 +370,11 @@ def whatif(
         t.add_row(r["wedge"], r["mechanism"], disp, "yes" if r["reached"] else "no", lat,
                   f"{r['steady_state_throughput_cost']:.1%}")
     out.print(t)
+
+
+def _duration_s(text: str, origin: str, overrides: list[str]) -> float:
+    """A scenario's simulated duration (warm-up included), in seconds."""
+    return time_ns(json.loads(_core.load(text, origin, overrides))["duration"]) / 1e9
 
 
 def _version(value: bool) -> None:

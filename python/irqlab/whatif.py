@@ -15,7 +15,7 @@ from pathlib import Path
 from typing import Any, Sequence
 
 from . import SCENARIOS_DIR, _core
-from ._util import UserError, one_line, read_scenario
+from ._util import UserError, one_line, read_scenario, time_ns
 
 DEFAULT_BASE = SCENARIOS_DIR / "figures" / "m1-gettid.toml"
 MECHANISMS = ("ipi", "pseudo-nmi", "sdei", "nmi")
@@ -48,24 +48,13 @@ class Base:
         tasks = sc.get("task", [])
         if not tasks:
             raise UserError(f"--base {origin}: needs a [[task]] whose body is the exception's kernel work")
-        return cls(cpu=sc["cpu"], body_ns=_ns(tasks[0]["body"]))
+        return cls(cpu=sc["cpu"], body_ns=time_ns(tasks[0]["body"]))
 
     def exception_ns(self) -> float:
-        return _ns(self.cpu["exception_entry"]) + self.body_ns + _ns(self.cpu["exception_exit"])
+        return time_ns(self.cpu["exception_entry"]) + self.body_ns + time_ns(self.cpu["exception_exit"])
 
     def irq_ns(self, handler_ns: float) -> float:
-        return _ns(self.cpu["irq_entry"]) + handler_ns + _ns(self.cpu["irq_exit"])
-
-
-_UNITS = {"ps": 1e-3, "ns": 1.0, "us": 1e3, "ms": 1e6, "s": 1e9}
-
-
-def _ns(t: str) -> float:
-    """A normalized time from the core ("40ns", "1500ps", "0s") in ns."""
-    for unit in ("ps", "ns", "us", "ms", "s"):
-        if t.endswith(unit):
-            return float(t[: -len(unit)]) * _UNITS[unit]
-    raise ValueError(t)
+        return time_ns(self.cpu["irq_entry"]) + handler_ns + time_ns(self.cpu["irq_exit"])
 
 
 def _cpu_section(base: Base, masking: str) -> str:
