@@ -1,0 +1,105 @@
+"""M5: the figures pass, runs are deterministic, and bad M5 input is one line."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pytest
+
+import irqlab
+from helpers import assert_ok, assert_user_error, run_cli
+
+EX = irqlab.SCENARIOS_DIR / "examples"
+FIG = irqlab.SCENARIOS_DIR / "figures"
+
+
+def test_m5_figures_pass(tmp_path: Path) -> None:
+    p = run_cli("reproduce", "--only", "m5-nvme-8ssd", "--only", "m5-nic-100g", "--out", tmp_path)
+    assert_ok(p)
+    rows = json.loads((tmp_path / "figures.json").read_text())["figures"]
+    assert len(rows) == 10
+    bad = [r for r in rows if not r["within_tolerance"]]
+    assert not bad, bad
+    by = {r["name"]: r for r in rows}
+    # The mechanism's shape, beyond each figure's own tolerance: moderation lifts
+    # throughput from the collapse, and the sweep falls as the target rises.
+    assert by["8 SSDs, GSIM adaptive"]["simulated"] > 2 * by["8 SSDs, no moderation"]["simulated"]
+    sweep = [by[f"sweep, target {t} M/s"]["simulated"] for t in ("1.25", "1.5", "1.75", "2")]
+    assert sweep == sorted(sweep, reverse=True)
+    assert by["100G NIC, GSIM"]["overrides"] and not by["100G NIC, static coalescing"]["overrides"]
+    html = (tmp_path / "index.html").read_text()
+    assert "m5-nvme-8ssd [gsim.delay_us=200]" in html
+
+
+def test_nic_with_vms_is_deterministic_and_injects(tmp_path: Path) -> None:
+    a, ta = irqlab.run(EX / "m5-nic-vms.toml", ["duration=15ms"], seed=3, trace=True)
+    b, tb = irqlab.run(EX / "m5-nic-vms.toml", ["duration=15ms"], seed=3, trace=True)
+    assert json.dumps(a, sort_keys=True) == json.dumps(b, sort_keys=True)
+    assert ta == tb
+    c, _ = irqlab.run(EX / "m5-nic-vms.toml", ["duration=15ms"], seed=4)
+    assert c["metrics"] != a["metrics"]
+    m = a["metrics"]
+    assert m["vm_exits_per_s"] > 0 and m["guest_interrupts"] > 0
+    assert all(m[f"nic.vf{i}.goodput_gbps"] > 15 for i in range(4))
+
+
+def test_low_load_gsim_example_does_not_moderate() -> None:
+    r, _ = irqlab.run(EX / "m5-nvme-lowload.toml")
+    assert r["metrics"]["gsim.mod_ns"] == 0
+    plain, _ = irqlab.run(EX / "m5-nvme-lowload.toml", ["gsim.delay_us=0", "gsim.target_intr_rate=0", "gsim.hardirq_percent=0"])
+    assert plain["histograms"]["nvme.ssd.latency"] == r["histograms"]["nvme.ssd.latency"]
+
+
+def test_unaffected_platform_does_not_collapse() -> None:
+    none, _ = irqlab.run(FIG / "m5-nvme-8ssd.toml", ["duration=60ms", "warmup=30ms"])
+    fast, _ = irqlab.run(FIG / "m5-nvme-8ssd.toml", ["duration=60ms", "warmup=30ms", "fabric.msi_write=30ns"])
+    assert fast["metrics"]["nvme.ssd.iops"] > 2 * none["metrics"]["nvme.ssd.iops"]
+    assert fast["metrics"]["interrupts_per_s"] > 4e6  # 20-30 M/s-class platforms take it
+
+
+@pytest.mark.parametrize(
+    "sets,needles",
+    [
+        (["nvme.0.moderation.kind=polling"], ["nvme[0].moderation.kind", "static"]),
+        (["nvme.0.moderation.kind=static"], ["nvme[0].moderation", "usecs or frames"]),
+        (["nvme.0.queues=200"], ["nvme[0].queues", "1 to 128"]),
+        (["nvme.0.cpus=[99]"], ["nvme[0].cpus[0]", "does not exist"]),
+        (["nvme.0.moderation.kind=sometimes"], ["nvme[0].moderation.kind", "unknown variant"]),
+        (["gsim.hardirq_percent=150"], ["gsim.hardirq_percent", "0 to 100"]),
+        (["gsim.update_ms=0"], ["gsim.update_ms"]),
+        (["fabric.slots=2"], ["fabric.slots", "must be 1"]),
+    ],
+)
+def test_m5_bad_input(sets: list[str], needles: list[str], tmp_path: Path) -> None:
+    args = ["run", FIG / "m5-nvme-8ssd.toml"]
+    for s in sets:
+        args += ["--set", s]
+    out = tmp_path / "r.json"
+    assert_user_error(run_cli(*args, "--json", out), *needles)
+    assert not out.exists()
+
+
+@pytest.mark.parametrize(
+    "sets,needles",
+    [
+        (["nic.0.gbps=120", "nic.0.link_gbps=100"], ["nic[0].gbps", "link speed"]),
+        (["nic.0.queues=300"], ["nic[0].queues", "1 to 256"]),
+        (["nic.0.packets=[[20, 1.0]]"], ["nic[0].packets[0]"]),
+        (["nic.0.moderation.kind=dim"], ["nic[0].moderation", "only to kind"]),
+    ],
+)
+def test_nic_bad_input(sets: list[str], needles: list[str], tmp_path: Path) -> None:
+    args = ["run", FIG / "m5-nic-100g.toml"]
+    for s in sets:
+        args += ["--set", s]
+    out = tmp_path / "r.json"
+    assert_user_error(run_cli(*args, "--json", out), *needles)
+    assert not out.exists()
+
+
+def test_bench_scenario_reports_simulated_seconds_per_wall_second(tmp_path: Path) -> None:
+    out = tmp_path / "b.json"
+    assert_ok(run_cli("bench", "--scenario", EX / "m5-nvme-lowload.toml", "--json", out))
+    m = json.loads(out.read_text())["metrics"]
+    assert m["sim_s_per_wall_s"] > 0 and m["events"] > 0
