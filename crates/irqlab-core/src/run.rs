@@ -14,6 +14,8 @@ pub struct RunOutput {
     /// Writes not yet handed to a handler when the run ended.
     pub pending_events: u64,
     pub seed: u64,
+    /// The KVM model's own checks, for `[kvm]` scenarios.
+    pub kvm: Option<crate::virt::kvm::KvmAudit>,
 }
 
 #[derive(Clone, Copy, Debug, Default)]
@@ -26,6 +28,10 @@ pub struct RunOptions {
 
 pub fn run(sc: &Scenario, opt: RunOptions) -> RunOutput {
     let seed = opt.seed.unwrap_or(sc.seed);
+    if sc.kvm.is_some() {
+        let (report, trace, kvm) = crate::virt::kvm::run(sc, seed, opt.trace);
+        return RunOutput { report, trace, audit: Audit::default(), pending_events: 0, seed, kvm: Some(kvm) };
+    }
     let mut m = Machine::new(sc, seed, opt.trace);
     if opt.audit {
         m.audit.delivered = Some(Default::default());
@@ -44,7 +50,7 @@ pub fn run(sc: &Scenario, opt: RunOptions) -> RunOutput {
     let pending_events = m.pending_events();
     m.audit_devices();
     let trace = std::mem::replace(&mut m.tracer, crate::engine::trace::Tracer::disabled()).finish(now);
-    RunOutput { report, trace, audit: m.audit.clone(), pending_events, seed }
+    RunOutput { report, trace, audit: m.audit.clone(), pending_events, seed, kvm: None }
 }
 
 #[derive(Serialize)]

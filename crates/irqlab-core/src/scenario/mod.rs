@@ -2,11 +2,13 @@
 //! Serde types with `deny_unknown_fields`; [`load`] adds `--set` overrides and
 //! the checks serde cannot express, and every error names the key path.
 
+mod kvm;
 mod m5;
 mod overrides;
 mod units;
 mod validate;
 
+pub use kvm::{Kvm, KvmCosts, KvmRates, Lvtpc, Order};
 pub use m5::{Fio, Gsim, GsimChange, Moderation, ModerationKind, Nic, Nvme};
 pub use units::{CpuTime, Rate, Time};
 
@@ -62,6 +64,9 @@ pub struct Scenario {
     /// NIC receive queues (M5).
     #[serde(default)]
     pub nic: Vec<Nic>,
+    /// A KVM x86 guest's VM-enter loop (M4); runs as a model of its own.
+    #[serde(default)]
+    pub kvm: Option<Kvm>,
     /// Cross-CPU requests (backtrace, crash-dump stop) and how they escalate.
     #[serde(default, rename = "crosscall")]
     pub crosscalls: Vec<CrossCall>,

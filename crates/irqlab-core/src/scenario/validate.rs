@@ -86,6 +86,7 @@ pub fn check(s: &Scenario) -> Check {
     cpu_costs(s)?;
     crosscalls(s, &hosted)?;
     super::m5::check(s, &hosted, &vm_vcpus)?;
+    super::kvm::check(s)?;
     let mut names = HashSet::new();
     for (i, t) in s.tasks.iter().enumerate() {
         let p = format!("task[{i}]");

@@ -5,6 +5,8 @@
 //! injects the virtual interrupt, and re-enters; the guest takes it when its own
 //! mask allows.
 
+pub mod kvm;
+
 use crate::engine::{Ps, Scheduler};
 use crate::hw::cpu::{Frame, HypPhase, Level, Mask, Work};
 use crate::machine::{Ev, Machine};

@@ -1,0 +1,630 @@
+//! M4: KVM x86's VM-enter loop, `vcpu_enter_guest()`, and the cancelled
+//! VM-enters that a request order causes.
+//!
+//! Each vCPU runs the guest until an exit; then the host services pending
+//! request bits in the configured order (`kvm_check_request`), injects events
+//! (KVM_REQ_EVENT), disables interrupts, sets IN_GUEST_MODE and makes a final
+//! check (`kvm_vcpu_exit_request`): any request still pending cancels the
+//! VM-enter (`vmx_cancel_injection`, interrupts back on) and the loop starts
+//! over. A request raised by servicing another one that comes *later* in the
+//! order is only seen by the final check: with upstream's old order, a guest
+//! PMU overflow (PMU → PMI → LVTPC in NMI mode → NMI) cancels every time.
+//!
+//! The vCPUs are pinned and the host side of their pCPUs is not modelled, so
+//! this is a model of its own on the engine, not part of the machine model.
+
+pub mod nmi;
+pub mod requests;
+
+use crate::engine::rng::{exp_sample, stream, Rng};
+use crate::engine::stats::{Latency, Report};
+use crate::engine::time::{ps_to_s, s_to_ps, Ps, NEVER};
+use crate::engine::trace::{TraceBounds, Tracer, TrackId};
+use crate::engine::{Model, Scheduler, TimerHandle};
+use crate::scenario::{Lvtpc, Scenario};
+use nmi::NmiState;
+use requests::{resolve, Req, NREQ, ORDERED};
+use std::collections::{BTreeMap, VecDeque};
+
+/// What raises a request or an exit from outside the loop.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+#[repr(u8)]
+pub enum Src {
+    /// A guest PMU counter overflowed (host PMI → perf overflow → KVM_REQ_PMU).
+    PmuOverflow = 0,
+    /// Another vCPU's IPI (KVM_REQ_EVENT + kick); on the sender, an APIC-write exit.
+    Ipi,
+    /// The LAPIC timer expired (KVM_REQ_EVENT + kick).
+    Timer,
+    /// An NMI from elsewhere (`kvm_inject_nmi`).
+    Nmi,
+    Smi,
+    /// Any other exit (MMIO, CPUID, MSR, EPT): handled, no request.
+    Other,
+    /// The guest IRETed from its NMI handler with an NMI pending (NMI-window exit).
+    NmiWindow,
+}
+const SRC_NAMES: [&str; 7] = ["pmu_overflow", "ipi", "timer", "nmi", "smi", "other_exit", "nmi_window"];
+
+#[derive(Clone, Copy, Debug)]
+pub enum KvmEv {
+    /// The vCPU's current host-side phase ended.
+    Step(u32),
+    /// A source fires for a vCPU.
+    Src(u32, Src),
+}
+
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+enum Phase {
+    Guest,
+    Exit,
+    Service,
+    IrqsOff,
+    Cancel,
+    Entry,
+}
+
+/// Who raised a pending request: a source, or the servicing of another request.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+enum Cause {
+    Src(Src),
+    Req(Req),
+}
+
+struct Vcpu {
+    vm: u32,
+    phase: Phase,
+    pending: u16,
+    cause: [Cause; NREQ],
+    /// Next position in the order to check, and the request being serviced.
+    pos: usize,
+    serving: Option<Req>,
+    /// Requests raised during this attempt's IRQs-off window (the audit).
+    raised_in_window: bool,
+    nmi: NmiState,
+    /// Queued/pending NMIs: when each was raised and whether a PMI raised it.
+    nmi_origin: VecDeque<(Ps, bool)>,
+    /// NMIs injected on this attempt (delivered if the entry goes through).
+    injecting: Vec<(Ps, bool)>,
+    /// Guest PMU overflows not yet turned into a PMI: when they happened.
+    pmu_marks: VecDeque<Ps>,
+    /// PMIs delivered as a fixed-vector interrupt, waiting for injection.
+    pmi_fixed: VecDeque<Ps>,
+    pmi_injecting: Vec<Ps>,
+    nmi_masked_until: Ps,
+    window_armed: bool,
+    /// Guest-time sources (PMU, IPI sends, other exits): cancelled on exit.
+    guest_timers: [Option<TimerHandle>; 3],
+    rng: Rng,
+    track: TrackId,
+    enters: u64,
+    cancels: u64,
+    exits: u64,
+    lost: Ps,
+    guest_time: Ps,
+    guest_since: Ps,
+}
+
+struct Costs {
+    exit: Ps,
+    service: Ps,
+    inject: Ps,
+    irqs_off: Ps,
+    entry: Ps,
+    cancel: Ps,
+    other: Ps,
+    nmi_handler: Ps,
+}
+
+pub struct KvmModel {
+    order: Vec<Req>,
+    /// Position of each request in the order (EVENT: after the list).
+    pos_of: [usize; NREQ],
+    lvtpc: Lvtpc,
+    /// Mean gap per source (seconds; infinite if off).
+    gap: [f64; 6],
+    c: Costs,
+    vcpus: Vec<Vcpu>,
+    vcpus_per_vm: u32,
+    tracer: Tracer,
+    /// cancels by (first pending request, what raised it).
+    attributed: BTreeMap<String, u64>,
+    pmi_latency: Latency,
+    pub audit: KvmAudit,
+}
+
+/// Lifetime checks for the tests; never reset.
+#[derive(Clone, Debug, Default)]
+pub struct KvmAudit {
+    pub cancels: u64,
+    pub attributed: u64,
+    /// Attempts whose IRQs-off window saw a request raised, and how many of them were not cancelled.
+    pub window_raises: u64,
+    pub window_raises_entered: u64,
+    /// The most NMIs ever pending at once, and NMIs delivered beyond what was queued minus dropped.
+    pub max_nmi_pending: u32,
+    pub nmis_queued: u64,
+    pub nmis_dropped: u64,
+    pub nmis_delivered: u64,
+    pub time_reversals: u64,
+    last: Ps,
+}
+
+impl KvmModel {
+    pub fn new(sc: &Scenario, seed: u64, trace: bool) -> KvmModel {
+        let k = sc.kvm.as_ref().expect("a [kvm] scenario");
+        let order = resolve(&k.order).expect("validated");
+        let mut pos_of = [ORDERED.len(); NREQ];
+        for (i, r) in order.iter().enumerate() {
+            pos_of[*r as usize] = i;
+        }
+        let gap = |r: crate::scenario::Rate| if r.0 > 0.0 { 1.0 / r.0 } else { f64::INFINITY };
+        let r = &k.rates;
+        let mut tracer = if trace {
+            let start = sc.trace.start.map(|t| t.ps()).unwrap_or(sc.warmup.ps());
+            let end = sc.trace.end.map(|t| t.ps()).unwrap_or(sc.duration.ps());
+            Tracer::new(TraceBounds { start, end, max_events: sc.trace.max_events as usize })
+        } else {
+            Tracer::disabled()
+        };
+        let n = k.vms * k.vcpus;
+        let vcpus = (0..n)
+            .map(|v| Vcpu {
+                vm: v / k.vcpus,
+                phase: Phase::Entry,
+                pending: 0,
+                cause: [Cause::Src(Src::Other); NREQ],
+                pos: 0,
+                serving: None,
+                raised_in_window: false,
+                nmi: NmiState::default(),
+                nmi_origin: VecDeque::new(),
+                injecting: Vec::new(),
+                pmu_marks: VecDeque::new(),
+                pmi_fixed: VecDeque::new(),
+                pmi_injecting: Vec::new(),
+                nmi_masked_until: 0,
+                window_armed: false,
+                guest_timers: [None; 3],
+                rng: stream(seed, &format!("kvm/vm{}/vcpu{}", v / k.vcpus, v % k.vcpus)),
+                track: tracer.track(&format!("vm{}.vcpu{}", v / k.vcpus, v % k.vcpus), None),
+                enters: 0,
+                cancels: 0,
+                exits: 0,
+                lost: 0,
+                guest_time: 0,
+                guest_since: 0,
+            })
+            .collect();
+        let c = &k.costs;
+        KvmModel {
+            order,
+            pos_of,
+            lvtpc: k.lvtpc,
+            gap: [gap(r.pmu_overflow), gap(r.ipi), gap(r.timer), gap(r.nmi), gap(r.smi), gap(r.other_exits)],
+            c: Costs {
+                exit: c.exit.ps(),
+                service: c.service.ps(),
+                inject: c.inject.ps(),
+                irqs_off: c.irqs_off.ps(),
+                entry: c.entry.ps(),
+                cancel: c.cancel.ps(),
+                other: c.other_exit.ps(),
+                nmi_handler: c.guest_nmi_handler.ps(),
+            },
+            vcpus,
+            vcpus_per_vm: k.vcpus,
+            tracer,
+            attributed: BTreeMap::new(),
+            pmi_latency: Latency::default(),
+            audit: KvmAudit::default(),
+        }
+    }
+
+    fn draw(&mut self, v: usize, src: Src) -> Ps {
+        let g = self.gap[src as usize];
+        if g.is_finite() {
+            s_to_ps(exp_sample(&mut self.vcpus[v].rng, g))
+        } else {
+            NEVER
+        }
+    }
+
+    /// Wall-clock sources (timer, NMI, SMI) run from the start.
+    pub fn start(&mut self, s: &mut Scheduler<KvmEv>) {
+        for v in 0..self.vcpus.len() {
+            for src in [Src::Timer, Src::Nmi, Src::Smi] {
+                let d = self.draw(v, src);
+                if d != NEVER {
+                    s.at(d, KvmEv::Src(v as u32, src));
+                }
+            }
+            self.begin(s, v, Phase::Entry, Some(self.c.entry));
+        }
+    }
+
+    /// Enters `phase`; a host-side phase with a length ends with a `Step` after it.
+    fn begin(&mut self, s: &mut Scheduler<KvmEv>, v: usize, phase: Phase, len: Option<Ps>) {
+        let now = s.now();
+        let vc = &mut self.vcpus[v];
+        if self.tracer.on() && vc.phase != Phase::Guest {
+            self.tracer.end(now, vc.track);
+        }
+        vc.phase = phase;
+        if self.tracer.on() {
+            let name = match phase {
+                Phase::Guest => "guest",
+                Phase::Exit => "vm exit",
+                Phase::Service => "requests",
+                Phase::IrqsOff => "irqs off",
+                Phase::Cancel => "cancelled VM-enter",
+                Phase::Entry => "vm entry",
+            };
+            self.tracer.begin(now, vc.track, "kvm", name, None);
+        }
+        if let Some(len) = len {
+            s.after(len, KvmEv::Step(v as u32));
+        }
+    }
+
+    /// `kvm_make_request` (+ `kvm_vcpu_kick` from outside): a guest exits at once.
+    fn request(&mut self, s: &mut Scheduler<KvmEv>, v: usize, r: Req, cause: Cause) {
+        let vc = &mut self.vcpus[v];
+        if vc.pending & r.bit() == 0 {
+            vc.cause[r as usize] = cause;
+        }
+        vc.pending |= r.bit();
+        if vc.phase == Phase::IrqsOff {
+            vc.raised_in_window = true;
+        }
+        if matches!(cause, Cause::Src(_)) && vc.phase == Phase::Guest {
+            self.exit(s, v, 0);
+        }
+    }
+
+    fn exit(&mut self, s: &mut Scheduler<KvmEv>, v: usize, extra: Ps) {
+        let now = s.now();
+        let vc = &mut self.vcpus[v];
+        vc.exits += 1;
+        vc.guest_time += now - vc.guest_since;
+        for h in vc.guest_timers.iter_mut().filter_map(|t| t.take()) {
+            s.cancel(h);
+        }
+        self.begin(s, v, Phase::Exit, Some(self.c.exit + extra));
+    }
+
+    fn source(&mut self, s: &mut Scheduler<KvmEv>, v: usize, src: Src) {
+        let now = s.now();
+        match src {
+            Src::Timer | Src::Nmi | Src::Smi => {
+                let d = self.draw(v, src);
+                if d != NEVER {
+                    s.at(now + d, KvmEv::Src(v as u32, src));
+                }
+            }
+            _ => {
+                let slot = match src {
+                    Src::PmuOverflow => Some(0),
+                    Src::Ipi => Some(1),
+                    Src::Other => Some(2),
+                    _ => None,
+                };
+                if let Some(i) = slot {
+                    self.vcpus[v].guest_timers[i] = None;
+                }
+            }
+        }
+        match src {
+            // The host's PMI handler runs on the exit; perf's overflow callback raises KVM_REQ_PMU.
+            Src::PmuOverflow => {
+                self.vcpus[v].pmu_marks.push_back(now);
+                self.request(s, v, Req::Pmu, Cause::Src(src));
+            }
+            Src::Ipi => {
+                // The sender exits on its ICR write; the target gets an interrupt.
+                let vm = self.vcpus[v].vm;
+                let n = self.vcpus_per_vm;
+                if n > 1 {
+                    let k = rand::Rng::gen_range(&mut self.vcpus[v].rng, 0..n - 1);
+                    let local = (v as u32 % n + 1 + k) % n;
+                    let t = (vm * n + local) as usize;
+                    self.request(s, t, Req::Event, Cause::Src(Src::Ipi));
+                }
+                if self.vcpus[v].phase == Phase::Guest {
+                    self.exit(s, v, 0);
+                }
+            }
+            Src::Timer => self.request(s, v, Req::Event, Cause::Src(src)),
+            Src::Nmi => {
+                self.vcpus[v].nmi.queued += 1;
+                self.audit.nmis_queued += 1;
+                self.vcpus[v].nmi_origin.push_back((now, false));
+                self.request(s, v, Req::Nmi, Cause::Src(src));
+            }
+            Src::Smi => self.request(s, v, Req::Smi, Cause::Src(src)),
+            Src::Other => {
+                if self.vcpus[v].phase == Phase::Guest {
+                    let extra = self.c.other;
+                    self.exit(s, v, extra);
+                }
+            }
+            Src::NmiWindow => {
+                self.vcpus[v].window_armed = false;
+                self.request(s, v, Req::Event, Cause::Src(src));
+            }
+        }
+    }
+
+    /// The current host-side phase ended.
+    fn step(&mut self, s: &mut Scheduler<KvmEv>, v: usize) {
+        let now = s.now();
+        match self.vcpus[v].phase {
+            Phase::Guest => unreachable!("guest segments end by exits, not steps"),
+            Phase::Exit | Phase::Cancel => {
+                if self.vcpus[v].phase == Phase::Cancel {
+                    self.vcpus[v].lost += self.c.cancel + self.c.irqs_off;
+                }
+                self.vcpus[v].pos = 0;
+                self.vcpus[v].serving = None;
+                self.begin(s, v, Phase::Service, None);
+                self.service_next(s, v);
+            }
+            Phase::Service => {
+                // The request just serviced raises what it raises now.
+                if let Some(r) = self.vcpus[v].serving.take() {
+                    self.serviced(s, v, r);
+                }
+                self.service_next(s, v);
+            }
+            Phase::IrqsOff => self.final_check(s, v),
+            Phase::Entry => {
+                let vc = &mut self.vcpus[v];
+                vc.enters += 1;
+                for (t, from_pmi) in vc.injecting.drain(..) {
+                    vc.nmi.delivered += 1;
+                    self.audit.nmis_delivered += 1;
+                    vc.nmi_masked_until = now + self.c.nmi_handler;
+                    if from_pmi {
+                        self.pmi_latency.record(now - t);
+                    }
+                }
+                vc.nmi.injected = false;
+                for t in vc.pmi_injecting.drain(..) {
+                    self.pmi_latency.record(now - t);
+                }
+                if vc.nmi.pending > 0 && !vc.window_armed {
+                    // An NMI still pending behind the guest's NMI handler: exit when it IRETs.
+                    vc.window_armed = true;
+                    s.at(vc.nmi_masked_until.max(now), KvmEv::Src(v as u32, Src::NmiWindow));
+                }
+                vc.guest_since = now;
+                self.begin(s, v, Phase::Guest, None);
+                for (i, src) in [Src::PmuOverflow, Src::Ipi, Src::Other].into_iter().enumerate() {
+                    let d = self.draw(v, src);
+                    if d != NEVER {
+                        self.vcpus[v].guest_timers[i] = Some(s.timer_after(d, KvmEv::Src(v as u32, src)));
+                    }
+                }
+            }
+        }
+    }
+
+    /// `kvm_check_request` down the list from the current position; then event injection.
+    fn service_next(&mut self, s: &mut Scheduler<KvmEv>, v: usize) {
+        let vc = &mut self.vcpus[v];
+        while vc.pos < self.order.len() {
+            let r = self.order[vc.pos];
+            vc.pos += 1;
+            if vc.pending & r.bit() != 0 {
+                vc.pending &= !r.bit();
+                vc.serving = Some(r);
+                if self.tracer.on() {
+                    self.tracer.instant(s.now(), vc.track, "kvm", r.name(), None);
+                }
+                s.after(self.c.service, KvmEv::Step(v as u32));
+                return;
+            }
+        }
+        // kvm_check_and_inject_events() when KVM_REQ_EVENT is pending.
+        let mut len = 0;
+        if vc.pending & Req::Event.bit() != 0 {
+            vc.pending &= !Req::Event.bit();
+            len = self.c.inject;
+            if vc.nmi.pending > 0 && !vc.nmi.injected && s.now() >= vc.nmi_masked_until {
+                vc.nmi.pending -= 1;
+                vc.nmi.injected = true;
+                let o = vc.nmi_origin.pop_front().expect("an origin per NMI");
+                vc.injecting.push(o);
+            }
+            vc.pmi_injecting.extend(vc.pmi_fixed.drain(..));
+        }
+        vc.raised_in_window = false;
+        self.begin(s, v, Phase::IrqsOff, Some(len + self.c.irqs_off));
+    }
+
+    /// What servicing `r` does and raises.
+    fn serviced(&mut self, s: &mut Scheduler<KvmEv>, v: usize, r: Req) {
+        let now = s.now();
+        let masked = now < self.vcpus[v].nmi_masked_until;
+        let raised = match r {
+            Req::Nmi => {
+                // process_nmi(): queued -> pending, within the limit; the newest excess is dropped.
+                let vc = &mut self.vcpus[v];
+                let dropped = vc.nmi.process(masked);
+                for _ in 0..dropped {
+                    vc.nmi_origin.pop_back();
+                }
+                self.audit.nmis_dropped += dropped as u64;
+                self.audit.max_nmi_pending = self.audit.max_nmi_pending.max(vc.nmi.pending);
+                if vc.nmi.pending > 0 {
+                    Some(Req::Event)
+                } else {
+                    None
+                }
+            }
+            Req::Pmi => {
+                let vc = &mut self.vcpus[v];
+                // One PMI stands for every overflow since the last: latency from the oldest.
+                let t = vc.pmu_marks.front().copied().unwrap_or(now);
+                vc.pmu_marks.clear();
+                match self.lvtpc {
+                    // kvm_apic_local_deliver(LVTPC) in NMI mode -> kvm_inject_nmi().
+                    Lvtpc::Nmi => {
+                        vc.nmi.queued += 1;
+                        self.audit.nmis_queued += 1;
+                        vc.nmi_origin.push_back((t, true));
+                    }
+                    Lvtpc::Fixed => vc.pmi_fixed.push_back(t),
+                }
+                r.raises(self.lvtpc)
+            }
+            _ => r.raises(self.lvtpc),
+        };
+        if let Some(x) = raised {
+            self.request(s, v, x, Cause::Req(r));
+        }
+    }
+
+    /// `kvm_vcpu_exit_request()` with interrupts off: anything pending cancels the VM-enter.
+    fn final_check(&mut self, s: &mut Scheduler<KvmEv>, v: usize) {
+        let vc = &mut self.vcpus[v];
+        if vc.raised_in_window {
+            self.audit.window_raises += 1;
+        }
+        if vc.pending == 0 {
+            if vc.raised_in_window {
+                self.audit.window_raises_entered += 1;
+            }
+            self.begin(s, v, Phase::Entry, Some(self.c.entry));
+            return;
+        }
+        // Attribute the cancel to the first pending request in service order (EVENT last).
+        let first = (0..NREQ)
+            .filter(|&i| vc.pending & (1 << i) != 0)
+            .min_by_key(|&i| self.pos_of[i])
+            .expect("something is pending");
+        let req = if first == Req::Event as usize { Req::Event } else { self.order[self.pos_of[first]] };
+        let key = match vc.cause[req as usize] {
+            Cause::Req(by) => format!("cancels.{}.raised_by.{}", req.name(), by.name()),
+            Cause::Src(src) => format!("cancels.{}.source.{}", req.name(), SRC_NAMES[src as usize]),
+        };
+        *self.attributed.entry(key).or_default() += 1;
+        vc.cancels += 1;
+        self.audit.cancels += 1;
+        self.audit.attributed += 1;
+        // vmx_cancel_injection(): an NMI being injected goes back to pending, re-raising EVENT.
+        for o in vc.injecting.drain(..).rev() {
+            vc.nmi.pending += 1;
+            vc.nmi_origin.push_front(o);
+        }
+        vc.nmi.injected = false;
+        for t in vc.pmi_injecting.drain(..).rev() {
+            vc.pmi_fixed.push_front(t);
+        }
+        if vc.nmi.pending > 0 || !vc.pmi_fixed.is_empty() {
+            vc.pending |= Req::Event.bit();
+        }
+        self.begin(s, v, Phase::Cancel, Some(self.c.cancel));
+    }
+
+    pub fn reset_stats(&mut self, now: Ps) {
+        for vc in &mut self.vcpus {
+            if vc.phase == Phase::Guest {
+                vc.guest_time += now - vc.guest_since;
+                vc.guest_since = now;
+            }
+            (vc.enters, vc.cancels, vc.exits, vc.lost, vc.guest_time) = (0, 0, 0, 0, 0);
+            vc.nmi.delivered = 0;
+            vc.nmi.dropped = 0;
+        }
+        self.attributed.clear();
+        self.pmi_latency.reset();
+    }
+
+    pub fn report(&mut self, now: Ps, warmup: Ps, events: u64) -> Report {
+        let span = now - warmup;
+        let secs = ps_to_s(span).max(f64::MIN_POSITIVE);
+        let mut r = Report::default();
+        let mut tot = [0f64; 6];
+        let mut per_vm: BTreeMap<u32, [f64; 3]> = BTreeMap::new();
+        for (i, vc) in self.vcpus.iter_mut().enumerate() {
+            if vc.phase == Phase::Guest {
+                vc.guest_time += now - vc.guest_since;
+                vc.guest_since = now;
+            }
+            let row = [vc.enters as f64, vc.cancels as f64, vc.exits as f64, vc.lost as f64, vc.nmi.delivered as f64, vc.nmi.dropped as f64];
+            for (t, x) in tot.iter_mut().zip(row) {
+                *t += x;
+            }
+            let p = format!("vcpu{i}");
+            r.metric(format!("{p}.vm_enters_per_s"), row[0] / secs);
+            r.metric(format!("{p}.cancels_per_s"), row[1] / secs);
+            r.metric(format!("{p}.exits_per_s"), row[2] / secs);
+            r.metric(format!("{p}.guest_share"), vc.guest_time as f64 / span.max(1) as f64);
+            let e = per_vm.entry(vc.vm).or_default();
+            for k in 0..3 {
+                e[k] += row[k];
+            }
+        }
+        for (vm, e) in per_vm {
+            r.metric(format!("vm{vm}.vm_enters_per_s"), e[0] / secs);
+            r.metric(format!("vm{vm}.cancels_per_s"), e[1] / secs);
+            r.metric(format!("vm{vm}.exits_per_s"), e[2] / secs);
+        }
+        r.metric("sim_s", secs);
+        r.metric("events", events as f64);
+        r.metric("vm_enters", tot[0]);
+        r.metric("vm_enters_per_s", tot[0] / secs);
+        r.metric("cancels", tot[1]);
+        r.metric("cancels_per_s", tot[1] / secs);
+        r.metric("cancels_per_10s", tot[1] / secs * 10.0);
+        r.metric("exits", tot[2]);
+        r.metric("exits_per_s", tot[2] / secs);
+        r.metric("cancel_share_of_enters", if tot[0] + tot[1] > 0.0 { tot[1] / (tot[0] + tot[1]) } else { 0.0 });
+        // Host time spent on cancelled attempts (IRQs-off window + unwind), per vCPU-second.
+        r.metric("guest_time_lost_ns_per_s", tot[3] / 1e3 / secs / self.vcpus.len() as f64);
+        r.metric("nmis_delivered", tot[4]);
+        r.metric("nmis_dropped", tot[5]);
+        for (k, n) in &self.attributed {
+            r.metric(k.clone(), *n as f64);
+        }
+        r.histogram("pmi_latency", &self.pmi_latency);
+        r
+    }
+}
+
+impl Model for KvmModel {
+    type Event = KvmEv;
+
+    fn handle(&mut self, s: &mut Scheduler<KvmEv>, ev: KvmEv) {
+        let now = s.now();
+        if now < self.audit.last {
+            self.audit.time_reversals += 1;
+        }
+        self.audit.last = now;
+        match ev {
+            KvmEv::Step(v) => self.step(s, v as usize),
+            KvmEv::Src(v, src) => self.source(s, v as usize, src),
+        }
+    }
+}
+
+/// Runs a `[kvm]` scenario end to end.
+pub fn run(sc: &Scenario, seed: u64, trace: bool) -> (Report, Option<Vec<u8>>, KvmAudit) {
+    let mut m = KvmModel::new(sc, seed, trace);
+    let mut s = Scheduler::new();
+    m.start(&mut s);
+    let (warmup, end) = (sc.warmup.ps(), sc.duration.ps());
+    s.run_until(&mut m, warmup);
+    if warmup > 0 {
+        m.reset_stats(warmup);
+    }
+    s.run_until(&mut m, end);
+    let now = s.now();
+    let report = m.report(now, warmup, s.events());
+    let trace = std::mem::replace(&mut m.tracer, Tracer::disabled()).finish(now);
+    (report, trace, m.audit)
+}
+
+#[cfg(test)]
+mod tests;
