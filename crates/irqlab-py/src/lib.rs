@@ -51,6 +51,13 @@ fn run(py: Python<'_>, text: &str, origin: &str, overrides: Vec<String>, seed: O
     Ok((json, bytes))
 }
 
+/// KVM's request list: (the names in upstream's old order, {preset: names},
+/// [(request, what servicing it raises with LVTPC in NMI mode)]).
+#[pyfunction]
+fn kvm_requests() -> (Vec<&'static str>, Vec<(&'static str, Vec<&'static str>)>, Vec<(&'static str, &'static str)>) {
+    irqlab_core::virt::kvm::requests::table()
+}
+
 /// The JSON Schema of the scenario format.
 #[pyfunction]
 fn schema() -> String {
@@ -65,5 +72,6 @@ fn _core(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add("load", m.getattr("load_scenario")?)?;
     m.add_function(wrap_pyfunction!(run, m)?)?;
     m.add_function(wrap_pyfunction!(schema, m)?)?;
+    m.add_function(wrap_pyfunction!(kvm_requests, m)?)?;
     Ok(())
 }

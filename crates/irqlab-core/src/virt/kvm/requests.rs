@@ -122,6 +122,16 @@ pub fn resolve(o: &Order) -> Result<Vec<Req>, (String, String)> {
     }
 }
 
+type Table = (Vec<&'static str>, Vec<(&'static str, Vec<&'static str>)>, Vec<(&'static str, &'static str)>);
+
+/// The request list, the presets and the "servicing X raises Y" edges (LVTPC in
+/// NMI mode), for front ends that search orders.
+pub fn table() -> Table {
+    let names = |o: &[Req]| o.iter().map(|r| r.name()).collect::<Vec<_>>();
+    let edges = ORDERED.iter().filter_map(|r| r.raises(Lvtpc::Nmi).map(|x| (r.name(), x.name()))).collect();
+    (names(&ORDERED), vec![("upstream-before", names(&UPSTREAM_BEFORE)), ("upstream-after", names(&UPSTREAM_AFTER))], edges)
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
