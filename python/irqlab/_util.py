@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 import os
 import secrets
 import sys
@@ -120,3 +121,28 @@ def time_ns(t: str) -> float:
         if t.endswith(unit):
             return float(t[: -len(unit)]) * _UNITS_NS[unit]
     raise ValueError(f"not a normalized time: {t!r}")
+
+
+def set_from(specs: Sequence[str] | None) -> list[str]:
+    """`--set-from FILE:METRIC=KEY.PATH`: a value from a result JSON (e.g. `irqlab
+    measure syscall --json`) becomes the override `KEY.PATH=VALUE`; metrics in
+    ns (`ns_per_call`) get their unit, so a measured cost sets a scenario cost."""
+    out = []
+    for spec in specs or []:
+        src, sep, key = spec.rpartition("=")
+        path, sep2, metric = src.rpartition(":")
+        if not (sep and sep2 and path and metric and key):
+            raise UserError(f"--set-from {spec!r}: expected FILE:METRIC=KEY.PATH, like syscall.json:ns_per_call=task.0.body")
+        try:
+            doc = json.loads(Path(path).read_text(encoding="utf-8"))
+        except OSError as e:
+            raise UserError(f"--set-from {path}: cannot read it ({e.strerror})") from None
+        except ValueError:
+            raise UserError(f"--set-from {path}: not JSON (expected the --json output of an irqlab command)") from None
+        metrics = doc.get("metrics") if isinstance(doc, dict) else None
+        if not isinstance(metrics, dict) or not isinstance(metrics.get(metric), (int, float)):
+            known = ", ".join(sorted(metrics)) if isinstance(metrics, dict) else "(no metrics)"
+            raise UserError(f"--set-from {path}: no metric {metric!r}; it has: {known}")
+        v = float(metrics[metric])
+        out.append(f"{key}={v!r}ns" if metric.startswith("ns_") or metric.endswith("_ns") else f"{key}={v!r}")
+    return out

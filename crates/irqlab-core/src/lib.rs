@@ -19,5 +19,5 @@ pub mod scenario;
 pub mod virt;
 pub mod workload;
 
-pub use run::{run, to_json, RunOptions, RunOutput};
+pub use run::{run, run_replay, to_json, RunOptions, RunOutput};
 pub use scenario::{load, Scenario, ScenarioError};

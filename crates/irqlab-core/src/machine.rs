@@ -78,6 +78,8 @@ pub struct Counters {
     /// Interrupts that came while GSIM had the source disabled (masked + pending).
     pub masked_while_disabled: u64,
     pub resends: u64,
+    /// Device messages merged into one already held in the PBA while the vector was masked.
+    pub pba_merged: u64,
     pub irq_latency: Latency,
     pub virq_latency: Latency,
 }
@@ -202,6 +204,7 @@ impl Machine {
                     group: g as u32,
                     mean_gap_s: if s.rate.0 > 0.0 { 1.0 / s.rate.0 } else { f64::INFINITY },
                     periodic: s.arrival == Arrival::Periodic,
+                    replay: None,
                     stop: s.stop.map(|t| t.ps()).unwrap_or(NEVER),
                     cpu,
                     vm,
@@ -377,9 +380,9 @@ impl Machine {
             self.run_top(s, c);
         }
         for i in 0..self.srcs.len() {
-            let gap = self.srcs[i].first_gap();
-            if gap != NEVER && gap < self.srcs[i].stop {
-                s.at(gap, Ev::Fire(i as u32));
+            let first = self.srcs[i].first_at();
+            if first < self.srcs[i].stop {
+                s.at(first, Ev::Fire(i as u32));
             }
         }
         for (k, call) in self.calls.iter().enumerate() {
@@ -393,9 +396,9 @@ impl Machine {
     fn fire(&mut self, s: &mut Scheduler<Ev>, i: u32) {
         let now = s.now();
         let src = &mut self.srcs[i as usize];
-        let gap = src.next_gap();
-        if gap != NEVER && now.saturating_add(gap) < src.stop {
-            s.at(now + gap, Ev::Fire(i));
+        let next = src.next_at(now);
+        if next < src.stop {
+            s.at(next, Ev::Fire(i));
         }
         self.send_msi(s, i);
     }

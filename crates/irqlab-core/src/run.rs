@@ -26,13 +26,30 @@ pub struct RunOptions {
     pub audit: bool,
 }
 
+/// Like [`run`], with recorded arrival times (ps) for the sources whose `replay`
+/// key is in `arrivals` (`irqlab replay`).
+pub fn run_replay(sc: &Scenario, opt: RunOptions, arrivals: &std::collections::BTreeMap<String, Vec<crate::engine::Ps>>) -> RunOutput {
+    run_with(sc, opt, |m| {
+        for (src, cfg) in m.srcs.iter_mut().zip(sc.sources.iter()) {
+            if let Some(times) = cfg.replay.as_ref().and_then(|k| arrivals.get(k)) {
+                src.replay = Some((times.clone(), 0));
+            }
+        }
+    })
+}
+
 pub fn run(sc: &Scenario, opt: RunOptions) -> RunOutput {
+    run_with(sc, opt, |_| {})
+}
+
+fn run_with(sc: &Scenario, opt: RunOptions, prepare: impl FnOnce(&mut Machine)) -> RunOutput {
     let seed = opt.seed.unwrap_or(sc.seed);
     if sc.kvm.is_some() {
         let (report, trace, kvm) = crate::virt::kvm::run(sc, seed, opt.trace);
         return RunOutput { report, trace, audit: Audit::default(), pending_events: 0, seed, kvm: Some(kvm) };
     }
     let mut m = Machine::new(sc, seed, opt.trace);
+    prepare(&mut m);
     if opt.audit {
         m.audit.delivered = Some(Default::default());
         m.fabric.log = Some(Vec::new());

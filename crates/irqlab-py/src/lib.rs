@@ -58,6 +58,46 @@ fn kvm_requests() -> (Vec<&'static str>, Vec<(&'static str, Vec<&'static str>)>,
     irqlab_core::virt::kvm::requests::table()
 }
 
+/// `irqlab measure` loops (GIL released): ns per gettid call.
+#[pyfunction]
+fn host_gettid_ns(py: Python<'_>, calls: u64) -> f64 {
+    py.allow_threads(|| irqlab_host::gettid_ns(calls))
+}
+
+/// sched_yield calls made in `seconds`.
+#[pyfunction]
+fn host_sched_yield_ops(py: Python<'_>, seconds: f64) -> u64 {
+    py.allow_threads(|| irqlab_host::sched_yield_ops(std::time::Duration::from_secs_f64(seconds.max(0.0))))
+}
+
+/// Pages faulted in during `seconds` of page_fault1 over `bytes`.
+#[pyfunction]
+fn host_page_faults(py: Python<'_>, seconds: f64, bytes: usize) -> PyResult<u64> {
+    py.allow_threads(|| irqlab_host::page_faults(std::time::Duration::from_secs_f64(seconds.max(0.0)), bytes))
+        .map_err(PyRuntimeError::new_err)
+}
+
+/// Runs a scenario whose `replay` sources take recorded arrivals:
+/// `arrivals` maps a replay key to sorted times in ps. Returns the result JSON.
+#[pyfunction]
+#[pyo3(signature = (text, origin, overrides, seed, arrivals))]
+fn run_replay(
+    py: Python<'_>,
+    text: &str,
+    origin: &str,
+    overrides: Vec<String>,
+    seed: Option<u64>,
+    arrivals: std::collections::BTreeMap<String, Vec<u64>>,
+) -> PyResult<String> {
+    let sc = load(text, origin, overrides)?;
+    py.allow_threads(|| {
+        guarded(|| {
+            let out = irqlab_core::run_replay(&sc, irqlab_core::RunOptions { seed, trace: false, audit: false }, &arrivals);
+            irqlab_core::to_json(&sc, &out)
+        })
+    })
+}
+
 /// The JSON Schema of the scenario format.
 #[pyfunction]
 fn schema() -> String {
@@ -73,5 +113,9 @@ fn _core(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add_function(wrap_pyfunction!(run, m)?)?;
     m.add_function(wrap_pyfunction!(schema, m)?)?;
     m.add_function(wrap_pyfunction!(kvm_requests, m)?)?;
+    m.add_function(wrap_pyfunction!(host_gettid_ns, m)?)?;
+    m.add_function(wrap_pyfunction!(run_replay, m)?)?;
+    m.add_function(wrap_pyfunction!(host_sched_yield_ops, m)?)?;
+    m.add_function(wrap_pyfunction!(host_page_faults, m)?)?;
     Ok(())
 }

@@ -251,6 +251,7 @@ impl Machine {
             r.histogram(format!("{p}.latency"), &g.latency);
         }
         r.metric("msi_merged_at_device", self.n.msi_merged_at_device as f64);
+        r.metric("msi_merged_in_pba", self.n.pba_merged as f64);
         if let Some(g) = &mut self.gsim {
             let means = g.mean_mod_ns(now, self.warmup);
             for (c, m) in means.iter().enumerate() {

@@ -24,6 +24,8 @@ pub struct Source {
     /// Mean gap between arrivals in seconds (`f64::INFINITY` for a silent source).
     pub mean_gap_s: f64,
     pub periodic: bool,
+    /// Recorded arrival times to replay instead (`irqlab replay`), and the next one's index.
+    pub replay: Option<(Vec<Ps>, usize)>,
     pub stop: Ps,
     pub rng: Rng,
     /// The pCPU whose interrupt controller receives the physical interrupt.
@@ -82,6 +84,28 @@ pub struct Source {
 }
 
 impl Source {
+    /// When the next arrival after one at `now` is, or `NEVER`.
+    #[inline]
+    pub fn next_at(&mut self, now: Ps) -> Ps {
+        if let Some((times, i)) = &mut self.replay {
+            *i += 1;
+            return times.get(*i).copied().unwrap_or(NEVER);
+        }
+        match self.next_gap() {
+            NEVER => NEVER,
+            g => now.saturating_add(g),
+        }
+    }
+
+    /// The first arrival.
+    pub fn first_at(&mut self) -> Ps {
+        if let Some((times, i)) = &mut self.replay {
+            *i = 0;
+            return times.first().copied().unwrap_or(NEVER);
+        }
+        self.first_gap()
+    }
+
     /// A source with no arrivals of its own, raised by a model (a cross-call's SGI or SDEI event).
     #[allow(clippy::too_many_arguments)]
     pub fn silent(name: String, group: u32, cpu: u32, handler: Ps, prio: Prio, entry: Ps, exit: Ps, latency: Ps) -> Source {
@@ -92,6 +116,7 @@ impl Source {
             group,
             mean_gap_s: f64::INFINITY,
             periodic: false,
+            replay: None,
             stop: NEVER,
             cpu,
             vm: None,
@@ -157,6 +182,9 @@ impl crate::machine::Machine {
         let now = s.now();
         let src = &mut self.srcs[i as usize];
         if src.masked {
+            if src.pba {
+                self.n.pba_merged += 1;
+            }
             src.pba = true;
             return;
         }

@@ -260,6 +260,10 @@ pub struct Source {
     /// No arrivals from this time on (lets a run drain).
     #[serde(default)]
     pub stop: Option<Time>,
+    /// `irqlab replay`: take the arrivals from the recorded interrupt with this
+    /// name or number instead of `rate` (a single instance).
+    #[serde(default)]
+    pub replay: Option<String>,
 }
 
 #[derive(Clone, Copy, Debug, Default, Deserialize, Serialize, JsonSchema, PartialEq, Eq)]

@@ -79,6 +79,9 @@ pub fn check(s: &Scenario) -> Check {
         let p = format!("source[{i}]");
         instances(&p, &src.name, src.count, &mut names)?;
         targets(&p, &src.cpus, src.vm.as_deref(), cpus, &vm_vcpus, &hosted)?;
+        if src.replay.is_some() && src.count != 1 {
+            return err(format!("{p}.count"), "a replayed source is one interrupt: count must be 1");
+        }
         if src.arrival == super::Arrival::Periodic && src.rate.0 == 0.0 {
             return err(format!("{p}.rate"), "a periodic source needs a rate above 0");
         }

@@ -1,0 +1,99 @@
+"""`irqlab measure`: will-it-scale-style loops run natively (irqlab-host,
+through the extension), in forked processes pinned one per CPU."""
+
+from __future__ import annotations
+
+import multiprocessing as mp
+import os
+import statistics
+from typing import Any, Callable
+
+from .. import _core
+from .._util import UserError
+from .info import host_info
+
+MEASUREMENTS = ("syscall", "sched_yield", "pagefault")
+
+
+def _doc(name: str, metrics: dict[str, float], series: dict[str, Any], params: dict[str, Any]) -> dict[str, Any]:
+    return {
+        "scenario": f"measure {name}",
+        "seed": None,
+        "version": _core.__version__,
+        "metrics": metrics,
+        "histograms": {},
+        "series": series,
+        "host": host_info(),
+        "params": params,
+    }
+
+
+def syscall(calls: int = 1_000_000, runs: int = 5, advance: Callable[[], None] | None = None) -> dict[str, Any]:
+    """gettid() `calls` times, `runs` times, on one pinned CPU: median ns per call."""
+    _pin(0)
+    _core.host_gettid_ns(min(calls, 100_000))  # warm-up
+    per_run = []
+    for _ in range(runs):
+        per_run.append(_core.host_gettid_ns(calls))
+        if advance:
+            advance()
+    metrics = {"ns_per_call": statistics.median(per_run), "ns_per_call_min": min(per_run), "ns_per_call_max": max(per_run)}
+    return _doc("syscall", metrics, {"ns_per_call": {"t": list(range(runs)), "v": per_run}},
+                {"calls": calls, "runs": runs})
+
+
+def _pin(i: int) -> None:
+    cpus = sorted(os.sched_getaffinity(0))
+    os.sched_setaffinity(0, {cpus[i % len(cpus)]})
+
+
+def _worker(kind: str, i: int, barrier: Any, q: Any, warmup: float, interval: float, intervals: int, mb: int) -> None:
+    try:
+        _pin(i)
+        barrier.wait()
+        run: Callable[[float], int]
+        if kind == "sched_yield":
+            run = _core.host_sched_yield_ops
+        else:
+            run = lambda s: _core.host_page_faults(s, mb << 20)  # noqa: E731
+        run(warmup)
+        q.put((i, [run(interval) for _ in range(intervals)], None))
+    except Exception as e:  # reported by the parent as one line
+        q.put((i, [], f"{type(e).__name__}: {e}"))
+
+
+def per_task(kind: str, tasks: int, warmup: float, interval: float, intervals: int, mb: int = 128,
+             advance: Callable[[], None] | None = None) -> dict[str, Any]:
+    """N forked processes, one per CPU (round-robin past the CPU count), all
+    starting together; counts per fixed interval after a warm-up."""
+    ctx = mp.get_context("fork")
+    barrier, q = ctx.Barrier(tasks), ctx.Queue()
+    procs = [ctx.Process(target=_worker, args=(kind, i, barrier, q, warmup, interval, intervals, mb), daemon=True)
+             for i in range(tasks)]
+    for p in procs:
+        p.start()
+    counts: dict[int, list[int]] = {}
+    try:
+        for _ in range(tasks):
+            i, c, failure = q.get(timeout=warmup + interval * intervals + 60)
+            if failure:
+                raise UserError(f"measure {kind}: task {i} failed: {failure}")
+            counts[i] = c
+            if advance:
+                advance()
+    finally:
+        for p in procs:
+            p.join(timeout=5)
+            if p.is_alive():
+                p.kill()
+    totals = [sum(counts[i][k] for i in range(tasks)) / interval for k in range(intervals)]
+    name = "ops_per_s" if kind == "sched_yield" else "faults_per_s"
+    total = statistics.median(totals)
+    metrics = {name: total, f"{name}_per_task": total / tasks, "tasks": float(tasks)}
+    per_task_rates = [statistics.median(c) / interval for _, c in sorted(counts.items())]
+    metrics[f"{name}_per_task_min"] = min(per_task_rates)
+    metrics[f"{name}_per_task_max"] = max(per_task_rates)
+    series = {name: {"t": [interval * (k + 1) for k in range(intervals)], "v": totals}}
+    return _doc(kind, metrics, series,
+                {"tasks": tasks, "warmup_s": warmup, "interval_s": interval, "intervals": intervals,
+                 **({"mb": mb} if kind == "pagefault" else {})})

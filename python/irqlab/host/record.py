@@ -1,0 +1,188 @@
+"""`irqlab record`: this host's interrupt events through a private tracefs
+instance (`irq:irq_handler_entry/exit` and `irq_vectors:*`), written as
+Parquet with /proc/interrupts and /proc/stat snapshots in its metadata.
+
+A private instance (`instances/irqlab-PID`) leaves the global trace buffer and
+other users' settings alone; removing it at the end, on Ctrl-C or on SIGTERM,
+puts the host's tracing back as it was (tracefs is unmounted again if this
+command mounted it)."""
+
+from __future__ import annotations
+
+import json
+import os
+import re
+import signal
+import subprocess
+import time
+from pathlib import Path
+from typing import Any, Callable, Iterator
+
+from .. import _core
+from .._util import UserError, atomic_write
+from .info import host_info
+
+TRACEFS = Path("/sys/kernel/tracing")
+EVENTS = ("irq/irq_handler_entry", "irq/irq_handler_exit")
+SCHEMA_TAG = b"irqlab.trace"
+
+# "  <idle>-0  [001] d.h1.  1234.567890: irq_handler_entry: irq=36 name=virtio1-req.0"
+LINE = re.compile(r"^\s*.+?-\d+\s+(?:\(\s*[-\d]+\)\s+)?\[(\d+)\]\s+(?:\S+\s+)?(\d+)\.(\d+):\s+(\w+):\s*(.*)$")
+
+
+def _write(path: Path, text: str) -> None:
+    path.write_text(text)
+
+
+def _mount_if_needed() -> bool:
+    if (TRACEFS / "instances").is_dir():
+        return False
+    try:
+        subprocess.run(["mount", "-t", "tracefs", "nodev", str(TRACEFS)], check=True, capture_output=True, text=True)
+    except (OSError, subprocess.CalledProcessError) as e:
+        detail = getattr(e, "stderr", "") or str(e)
+        raise UserError(f"record: tracefs is not mounted at {TRACEFS} and mounting it failed ({detail.strip()})") from None
+    if not (TRACEFS / "instances").is_dir():
+        raise UserError(f"record: {TRACEFS} has no instances/ directory: this kernel's tracefs is too old or disabled")
+    return True
+
+
+class _Terminated(Exception):
+    pass
+
+
+def _on_term(signum: int, frame: Any) -> None:
+    raise _Terminated()
+
+
+def capture(duration: float, advance: Callable[[float], None] | None = None) -> tuple[str, dict[str, Any]]:
+    """Records for `duration` seconds; returns the trace text and the snapshots."""
+    if os.geteuid() != 0:
+        raise UserError("record: needs root (CAP_SYS_ADMIN) to use tracefs; run it as root")
+    mounted = _mount_if_needed()
+    inst = TRACEFS / "instances" / f"irqlab-{os.getpid()}"
+    old_term = signal.signal(signal.SIGTERM, _on_term)
+    snaps: dict[str, Any] = {}
+    try:
+        try:
+            inst.mkdir()
+        except OSError as e:
+            raise UserError(f"record: cannot create a tracefs instance at {inst} ({e.strerror})") from None
+        try:
+            _write(inst / "buffer_size_kb", "32768")
+            _write(inst / "trace_clock", "mono")
+            enabled = 0
+            for ev in EVENTS:
+                p = inst / "events" / ev / "enable"
+                if p.exists():
+                    _write(p, "1")
+                    enabled += 1
+            vectors = inst / "events" / "irq_vectors" / "enable"
+            if vectors.exists():
+                _write(vectors, "1")
+            if enabled == 0:
+                raise UserError("record: this kernel has no irq:irq_handler_entry tracepoint")
+            snaps["interrupts_before"] = Path("/proc/interrupts").read_text()
+            snaps["stat_before"] = Path("/proc/stat").read_text()
+            snaps["start_monotonic_ns"] = time.monotonic_ns()
+            _write(inst / "tracing_on", "1")
+            end = time.monotonic() + duration
+            while (left := end - time.monotonic()) > 0:
+                time.sleep(min(0.1, left))
+                if advance:
+                    advance(duration - max(0.0, end - time.monotonic()))
+            _write(inst / "tracing_on", "0")
+            snaps["interrupts_after"] = Path("/proc/interrupts").read_text()
+            snaps["stat_after"] = Path("/proc/stat").read_text()
+            text = (inst / "trace").read_text()
+        except _Terminated:
+            raise KeyboardInterrupt from None
+        except PermissionError as e:
+            raise UserError(f"record: permission denied writing {e.filename}") from None
+    finally:
+        try:
+            if inst.exists():
+                try:
+                    _write(inst / "tracing_on", "0")
+                except OSError:
+                    pass
+                inst.rmdir()
+        finally:
+            if mounted:
+                subprocess.run(["umount", str(TRACEFS)], capture_output=True)
+            signal.signal(signal.SIGTERM, old_term)
+    return text, snaps
+
+
+def parse(text: str) -> Iterator[tuple[int, int, int, str, str, str]]:
+    """(time ns, cpu, irq or vector, name, event, kind) per trace line."""
+    for line in text.splitlines():
+        if line.startswith("#"):
+            continue
+        m = LINE.match(line)
+        if not m:
+            continue
+        cpu, sec, frac, ev, rest = m.groups()
+        t = int(sec) * 1_000_000_000 + int(frac.ljust(9, "0")[:9])
+        fields = dict(kv.split("=", 1) for kv in rest.split() if "=" in kv)
+        if ev in ("irq_handler_entry", "irq_handler_exit"):
+            irq = int(fields.get("irq", -1))
+            yield t, int(cpu), irq, fields.get("name", ""), "entry" if ev.endswith("entry") else "exit", "irq"
+        elif ev.endswith("_entry") or ev.endswith("_exit"):
+            base, _, which = ev.rpartition("_")
+            vec = int(fields.get("vector", -1))
+            yield t, int(cpu), vec, base, which, "vector"
+
+
+def to_table(text: str, snaps: dict[str, Any], duration: float) -> Any:
+    import pyarrow as pa
+
+    rows = list(parse(text))
+    rows.sort(key=lambda r: (r[0], r[1]))
+    open_: dict[tuple[int, str, int], tuple[int, str]] = {}
+    cols: dict[str, list[Any]] = {k: [] for k in ("time", "cpu", "irq", "name", "event", "kind", "duration")}
+    for t, cpu, irq, name, event, kind in rows:
+        dur = None
+        key = (cpu, kind, irq)
+        if event == "entry":
+            open_[key] = (t, name)
+        else:
+            start = open_.pop(key, None)
+            if start:
+                dur = t - start[0]
+                name = name or start[1]
+        for k, v in zip(cols, (t, cpu, irq, name, event, kind, dur)):
+            cols[k].append(v)
+    schema = pa.schema([
+        ("time", pa.int64()), ("cpu", pa.int32()), ("irq", pa.int32()), ("name", pa.string()),
+        ("event", pa.string()), ("kind", pa.string()), ("duration", pa.int64()),
+    ])
+    meta = {
+        SCHEMA_TAG: b"1",
+        b"irqlab.version": _core.__version__.encode(),
+        b"irqlab.duration_s": str(duration).encode(),
+        b"irqlab.host": json.dumps(host_info()).encode(),
+        b"irqlab.snapshots": json.dumps(snaps).encode(),
+    }
+    return pa.table(cols, schema=schema).replace_schema_metadata(meta)
+
+
+def record(duration: float, out: Path, advance: Callable[[float], None] | None = None) -> dict[str, Any]:
+    import pyarrow.parquet as pq
+    import io
+
+    if not 0 < duration <= 3600:
+        raise UserError(f"--duration {duration}: expected more than 0 and at most 3600 seconds")
+    text, snaps = capture(duration, advance)
+    table = to_table(text, snaps, duration)
+    buf = io.BytesIO()
+    pq.write_table(table, buf, compression="zstd")
+    atomic_write(out, buf.getvalue())
+    names = table.column("name").to_pylist()
+    kinds = table.column("kind").to_pylist()
+    events = table.column("event").to_pylist()
+    per: dict[str, int] = {}
+    for n, k, e in zip(names, kinds, events):
+        if e == "entry":
+            per[f"{k}:{n}"] = per.get(f"{k}:{n}", 0) + 1
+    return {"events": table.num_rows, "entries": per}
