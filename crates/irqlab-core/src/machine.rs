@@ -223,6 +223,7 @@ impl Machine {
                     disabled: false,
                     sw_pending: false,
                     gsim: sc.gsim.is_some(),
+                    special: false,
                     pending: false,
                     raised: 0,
                     flow: 0,
@@ -405,6 +406,7 @@ impl Machine {
 
     /// The interrupt controller sets the pending bit, or merges into it. For a
     /// disabled interrupt the OS masks the vector and marks it pending instead.
+    #[inline]
     pub(crate) fn arrive(&mut self, s: &mut Scheduler<Ev>, i: u32, raised: Ps, flow: u64) {
         self.audit.arrived += 1;
         let src = &mut self.srcs[i as usize];
@@ -428,6 +430,7 @@ impl Machine {
 
     /// Sets the pending bit at the CPU's interrupt controller and takes the
     /// interrupt at once if the running code admits it.
+    #[inline]
     pub(crate) fn pend(&mut self, s: &mut Scheduler<Ev>, i: u32) {
         let src = &mut self.srcs[i as usize];
         src.pending = true;

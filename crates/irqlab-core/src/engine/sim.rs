@@ -82,7 +82,7 @@ impl<E: Copy> Scheduler<E> {
     }
 
     /// Like [`Scheduler::after`], but the event can be cancelled until it fires.
-    #[inline]
+    #[inline(always)]
     pub fn timer_after(&mut self, d: Ps, ev: E) -> TimerHandle {
         let slot = match self.free_slots.pop() {
             Some(s) => s,

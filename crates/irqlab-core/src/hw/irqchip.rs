@@ -13,39 +13,54 @@ use std::collections::VecDeque;
 pub struct Pending {
     /// One FIFO per [`Prio`], indexed by its value.
     by_prio: [VecDeque<u32>; 3],
-    len: usize,
+    /// Bit p set: the FIFO of priority p is not empty (the take path is on every
+    /// phase boundary, so it reads one byte instead of three queues).
+    nonempty: u8,
+}
+
+impl Mask {
+    /// The priorities this mask admits, as bits by [`Prio`] value.
+    #[inline]
+    fn admitted(self) -> u8 {
+        match self {
+            Mask::Open => 0b111,
+            Mask::Pmr => 0b110,
+            Mask::Daif => 0b100,
+            Mask::All => 0,
+        }
+    }
 }
 
 impl Pending {
     #[inline]
     pub fn push(&mut self, src: u32, p: Prio) {
         self.by_prio[p as usize].push_back(src);
-        self.len += 1;
+        self.nonempty |= 1 << p as u8;
     }
 
-    /// The interrupt the CPU takes next under `mask` (`None`: `Open`, as for a
-    /// running guest, whose mask does not hold back physical interrupts).
+    /// The interrupt the CPU takes next under `mask`: the highest admitted priority, oldest first.
     #[inline]
     pub fn take(&mut self, mask: Mask) -> Option<u32> {
-        for p in [Prio::Super, Prio::Nmi, Prio::Normal] {
-            if !mask.admits(p) {
-                return None; // lower priorities are masked too
-            }
-            if let Some(s) = self.by_prio[p as usize].pop_front() {
-                self.len -= 1;
-                return Some(s);
-            }
+        let ready = self.nonempty & mask.admitted();
+        if ready == 0 {
+            return None;
         }
-        None
+        let p = 7 - ready.leading_zeros() as usize;
+        let q = &mut self.by_prio[p];
+        let s = q.pop_front();
+        if q.is_empty() {
+            self.nonempty &= !(1 << p);
+        }
+        s
     }
 
     pub fn len(&self) -> usize {
-        self.len
+        self.by_prio.iter().map(|q| q.len()).sum()
     }
 
     #[inline]
     pub fn is_empty(&self) -> bool {
-        self.len == 0
+        self.nonempty == 0
     }
 }
 

@@ -61,6 +61,9 @@ pub struct Source {
     pub sw_pending: bool,
     /// GSIM may moderate this vector.
     pub gsim: bool,
+    /// Anything beyond a plain handler: an SDEI event, a cross-call, a device
+    /// queue (set once at build; keeps the common handler path to one test).
+    pub special: bool,
 
     /// Physical pending bit, when it was first raised, its flow id, and how many
     /// writes (completions) it stands for.
@@ -135,6 +138,7 @@ impl Source {
             disabled: false,
             sw_pending: false,
             gsim: false,
+            special: true,
             pending: false,
             raised: 0,
             flow: 0,
@@ -178,6 +182,7 @@ impl crate::machine::Machine {
     /// The device writes vector `i`'s MSI-X message, unless the vector is
     /// masked (the message waits in the PBA) or its previous message has not
     /// entered the fabric yet (this one merges into it).
+    #[inline]
     pub(crate) fn send_msi(&mut self, s: &mut crate::engine::Scheduler<crate::machine::Ev>, i: u32) {
         let now = s.now();
         let src = &mut self.srcs[i as usize];

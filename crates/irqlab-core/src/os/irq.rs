@@ -54,7 +54,7 @@ impl Machine {
     }
 
     /// The handler starts now: counts the interrupt and its latency; returns the handler's length.
-    #[inline]
+    #[inline(always)]
     fn handler_start(&mut self, s: &mut Scheduler<Ev>, c: usize, i: u32, level: Level, origin: crate::engine::Ps) -> crate::engine::Ps {
         let now = s.now();
         let lat = now - origin;
@@ -71,6 +71,9 @@ impl Machine {
         self.cpus[c].irqs += 1;
         let src = &mut self.srcs[i as usize];
         src.handled += 1;
+        if !src.special {
+            return src.handler;
+        }
         let (handler, sdei, xcall) = (src.handler, src.sdei, src.xcall);
         if sdei {
             src.pending = false;
@@ -111,7 +114,7 @@ impl Machine {
     }
 
     pub(crate) fn irq_phase_done(&mut self, s: &mut Scheduler<Ev>, c: usize, i: u32, phase: IrqPhase, f: Frame) {
-        if phase == IrqPhase::Handler {
+        if phase == IrqPhase::Handler && (self.srcs[i as usize].special || self.srcs[i as usize].gsim) {
             if let Dev::Cq(q) = self.srcs[i as usize].dev {
                 self.nvme_doorbell(s, q);
             }
@@ -157,7 +160,7 @@ impl Machine {
                 }
                 Work::Softirq | Work::Napi { .. } => {} // the running softirq takes the poll list on
                 _ => {
-                    if self.run_softirqs(s, c, level) {
+                    if (work > 0 || !self.cpus[c].napi_list[lv].is_empty()) && self.run_softirqs(s, c, level) {
                         return;
                     }
                 }
