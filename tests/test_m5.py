@@ -58,39 +58,28 @@ def test_unaffected_platform_does_not_collapse() -> None:
     assert fast["metrics"]["interrupts_per_s"] > 4e6  # 20-30 M/s-class platforms take it
 
 
-@pytest.mark.parametrize(
-    "sets,needles",
-    [
-        (["nvme.0.moderation.kind=polling"], ["nvme[0].moderation.kind", "static"]),
-        (["nvme.0.moderation.kind=static"], ["nvme[0].moderation", "usecs or frames"]),
-        (["nvme.0.queues=200"], ["nvme[0].queues", "1 to 128"]),
-        (["nvme.0.cpus=[99]"], ["nvme[0].cpus[0]", "does not exist"]),
-        (["nvme.0.moderation.kind=sometimes"], ["nvme[0].moderation.kind", "unknown variant"]),
-        (["gsim.hardirq_percent=150"], ["gsim.hardirq_percent", "0 to 100"]),
-        (["gsim.update_ms=0"], ["gsim.update_ms"]),
-        (["fabric.slots=2"], ["fabric.slots", "must be 1"]),
-    ],
-)
-def test_m5_bad_input(sets: list[str], needles: list[str], tmp_path: Path) -> None:
-    args = ["run", FIG / "m5-nvme-8ssd.toml"]
-    for s in sets:
-        args += ["--set", s]
-    out = tmp_path / "r.json"
-    assert_user_error(run_cli(*args, "--json", out), *needles)
-    assert not out.exists()
+NVME_FIG, NIC_FIG = "m5-nvme-8ssd.toml", "m5-nic-100g.toml"
 
 
 @pytest.mark.parametrize(
-    "sets,needles",
+    "fig,sets,needles",
     [
-        (["nic.0.gbps=120", "nic.0.link_gbps=100"], ["nic[0].gbps", "link speed"]),
-        (["nic.0.queues=300"], ["nic[0].queues", "1 to 256"]),
-        (["nic.0.packets=[[20, 1.0]]"], ["nic[0].packets[0]"]),
-        (["nic.0.moderation.kind=dim"], ["nic[0].moderation", "only to kind"]),
+        (NVME_FIG, ["nvme.0.moderation.kind=polling"], ["nvme[0].moderation.kind", "static"]),
+        (NVME_FIG, ["nvme.0.moderation.kind=static"], ["nvme[0].moderation", "usecs or frames"]),
+        (NVME_FIG, ["nvme.0.queues=200"], ["nvme[0].queues", "1 to 128"]),
+        (NVME_FIG, ["nvme.0.cpus=[99]"], ["nvme[0].cpus[0]", "does not exist"]),
+        (NVME_FIG, ["nvme.0.moderation.kind=sometimes"], ["nvme[0].moderation.kind", "unknown variant"]),
+        (NVME_FIG, ["gsim.hardirq_percent=150"], ["gsim.hardirq_percent", "0 to 100"]),
+        (NVME_FIG, ["gsim.update_ms=0"], ["gsim.update_ms"]),
+        (NVME_FIG, ["fabric.slots=2"], ["fabric.slots", "must be 1"]),
+        (NIC_FIG, ["nic.0.gbps=120", "nic.0.link_gbps=100"], ["nic[0].gbps", "link speed"]),
+        (NIC_FIG, ["nic.0.queues=300"], ["nic[0].queues", "1 to 256"]),
+        (NIC_FIG, ["nic.0.packets=[[20, 1.0]]"], ["nic[0].packets[0]"]),
+        (NIC_FIG, ["nic.0.moderation.kind=dim"], ["nic[0].moderation", "only to kind"]),
     ],
 )
-def test_nic_bad_input(sets: list[str], needles: list[str], tmp_path: Path) -> None:
-    args = ["run", FIG / "m5-nic-100g.toml"]
+def test_m5_bad_input(fig: str, sets: list[str], needles: list[str], tmp_path: Path) -> None:
+    args = ["run", FIG / fig]
     for s in sets:
         args += ["--set", s]
     out = tmp_path / "r.json"
