@@ -82,6 +82,8 @@ pub struct Counters {
     pub pba_merged: u64,
     pub irq_latency: Latency,
     pub virq_latency: Latency,
+    /// A task's operation (one pass of its loop), start to end.
+    pub op_latency: Latency,
 }
 
 /// Lifetime bookkeeping for invariant checks; never reset.
@@ -305,6 +307,7 @@ impl Machine {
                     pmr_tax: pmr.per_op(t.irq_pairs.unwrap_or(default_irq_pairs(t.exception))),
                     saved: None,
                     ops: 0,
+                    op_start: 0,
                 });
                 cpus[cpu as usize].rq.push_back(id);
             }

@@ -126,6 +126,7 @@ impl Machine {
                 r.metric(format!("task.{name}.pmr_tax_ns_per_op"), tax[g] as f64 / 1e3);
             }
             r.metric("ops_per_s", total as f64 / secs);
+            r.histogram("op_latency", &n.op_latency);
         }
 
         self.crosscall_report(&mut r);

@@ -167,3 +167,30 @@ delay_us = 50
     assert_eq!(out.audit.disabled_at_end, 0, "the last timers re-enabled everything");
     assert!(out.report.metrics["gsim.masked_while_disabled"] > 0.0);
 }
+
+/// A small `mod_ns` takes effect only every ceil(10 us / mod_ns) interrupts.
+#[test]
+fn delays_under_the_minimum_sleep_accumulate() {
+    let base = r#"
+name = "minsleep"
+duration = "20ms"
+warmup = "2ms"
+[cpu]
+irq_entry = "100ns"
+[[source]]
+name = "dev"
+arrival = "periodic"
+rate = "50k/s"
+handler = "1us"
+"#;
+    // delay 2 us, fixed: sleep_ns reaches 10 us on the 5th interrupt, then a timer.
+    let two = go(base, &["gsim.delay_us=2"]);
+    let m = &two.report.metrics;
+    let per_timer = m["interrupts_per_s"] / m["gsim.timers_per_s"];
+    assert!((per_timer - 5.0).abs() < 0.2, "{per_timer} interrupts per timer");
+    // delay 10 us: every interrupt not already held starts one.
+    let ten = go(base, &["gsim.delay_us=10"]);
+    let m = &ten.report.metrics;
+    let per_timer = m["interrupts_per_s"] / m["gsim.timers_per_s"];
+    assert!((per_timer - 1.0).abs() < 0.05, "{per_timer} interrupts per timer");
+}

@@ -21,6 +21,8 @@ pub struct TaskState {
     /// The frame to resume when switched back in.
     pub saved: Option<Frame>,
     pub ops: u64,
+    /// When the current operation began (its user phase), for the per-call latency.
+    pub op_start: Ps,
 }
 
 impl TaskState {
@@ -56,7 +58,11 @@ impl Machine {
     /// One operation finished, back in user mode: count it, then either keep
     /// going or let the scheduler switch.
     fn op_done(&mut self, s: &mut Scheduler<Ev>, c: usize, t: u32, yielding: bool) {
-        self.tasks[t as usize].ops += 1;
+        let now = s.now();
+        let task = &mut self.tasks[t as usize];
+        task.ops += 1;
+        // Per-call latency: user work to return, including whatever interrupted it.
+        self.n.op_latency.record(now - std::mem::replace(&mut task.op_start, now));
         let fresh = self.tasks[t as usize].first_frame(t);
         if self.need_resched(c, s.now(), yielding) {
             self.pop_frame(s, c);
