@@ -10,7 +10,7 @@ use crate::engine::{Model, Scheduler};
 use crate::hw::cpu::{Cpu, Frame, Level, Mask, Prio, Work};
 use crate::hw::fabric::Fabric;
 use crate::hw::msi::Source;
-use crate::nmi::crosscall::{CallState, NO_CALL};
+use crate::nmi::crosscall::CallState;
 use crate::nmi::pmr::{default_irq_pairs, PmrTax};
 use crate::scenario::{Arrival, Masking, Mechanism, Scenario};
 use crate::workload::TaskState;
@@ -199,46 +199,18 @@ impl Machine {
             for i in 0..s.count {
                 let name = if s.count > 1 { format!("{}.{i}", s.name) } else { s.name.clone() };
                 let (cpu, vm, _) = pcpu(&s.vm, s.cpus[i as usize % s.cpus.len()]);
-                srcs.push(Source {
-                    rng: stream(seed, &format!("source/{name}")),
-                    handler_name: format!("{name} handler"),
-                    name,
-                    group: g as u32,
-                    mean_gap_s: if s.rate.0 > 0.0 { 1.0 / s.rate.0 } else { f64::INFINITY },
-                    periodic: s.arrival == Arrival::Periodic,
-                    replay: None,
-                    stop: s.stop.map(|t| t.ps()).unwrap_or(NEVER),
-                    cpu,
-                    vm,
-                    handler: s.handler.ps(),
-                    softirq: s.softirq.ps(),
-                    prio: if s.nmi { Prio::Nmi } else { Prio::Normal },
-                    entry: irq_entry,
-                    exit: irq_exit,
-                    latency: 0,
-                    xcall: NO_CALL,
-                    xtarget: 0,
-                    sdei: false,
-                    dev: crate::hw::msi::Dev::None,
-                    masked: false,
-                    pba: false,
-                    disabled: false,
-                    sw_pending: false,
-                    gsim: sc.gsim.is_some(),
-                    special: false,
-                    pending: false,
-                    raised: 0,
-                    flow: 0,
-                    events: 0,
-                    inflight: 0,
-                    in_fabric: Default::default(),
-                    vpending: false,
-                    vraised: 0,
-                    vflow: 0,
-                    vevents: 0,
-                    handled: 0,
-                    track,
-                });
+                let prio = if s.nmi { Prio::Nmi } else { Prio::Normal };
+                let mut src = Source::new(name.clone(), g as u32, cpu, s.handler.ps(), prio, irq_entry, irq_exit, 0);
+                src.rng = stream(seed, &format!("source/{name}"));
+                src.mean_gap_s = if s.rate.0 > 0.0 { 1.0 / s.rate.0 } else { f64::INFINITY };
+                src.periodic = s.arrival == Arrival::Periodic;
+                src.stop = s.stop.map(|t| t.ps()).unwrap_or(NEVER);
+                src.vm = vm;
+                src.softirq = s.softirq.ps();
+                src.gsim = sc.gsim.is_some();
+                src.special = false;
+                src.track = track;
+                srcs.push(src);
             }
         }
         let mut calls = Vec::new();
@@ -262,7 +234,7 @@ impl Machine {
                 for (j, &cpu) in targets.iter().enumerate() {
                     let name = format!("{group}.cpu{cpu}");
                     ids.push(srcs.len() as u32);
-                    srcs.push(Source::silent(name, (src_groups.len() - 1) as u32, cpu, x.handler.ps(), prio, entry, exit, latency));
+                    srcs.push(Source::new(name, (src_groups.len() - 1) as u32, cpu, x.handler.ps(), prio, entry, exit, latency));
                     let src = srcs.last_mut().expect("just pushed");
                     src.xcall = k as u32;
                     src.xtarget = stage as u32 * n + j as u32;

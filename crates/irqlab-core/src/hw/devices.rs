@@ -20,7 +20,7 @@ impl Machine {
     /// A device vector: a source with no arrivals of its own, driven by its device.
     fn add_vector(&mut self, name: String, group: u32, cpu: u32, vm: Option<u32>, dev: Dev, gsim: bool) -> u32 {
         let i = self.srcs.len() as u32;
-        let mut src = Source::silent(name, group, cpu, 0, Prio::Normal, self.irq_entry, self.irq_exit, 0);
+        let mut src = Source::new(name, group, cpu, 0, Prio::Normal, self.irq_entry, self.irq_exit, 0);
         src.dev = dev;
         src.vm = vm;
         src.gsim = gsim && self.gsim.is_some();
@@ -91,10 +91,7 @@ impl Machine {
                         outstanding: 0,
                         depth: n.depth,
                         backlog: VecDeque::new(),
-                        unsignalled: 0,
-                        first: 0,
                         modq: QueueMod::new(&n.moderation),
-                        timer: None,
                         is: false,
                     });
                 }
@@ -185,10 +182,7 @@ impl Machine {
                     armed: true,
                     polling: n.moderation.kind == ModerationKind::Polling,
                     napi_scheduled: false,
-                    unsignalled: 0,
-                    first: 0,
                     modq: QueueMod::new(&n.moderation),
-                    timer: None,
                     poll_n: 0,
                 });
             }

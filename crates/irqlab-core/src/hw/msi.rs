@@ -109,9 +109,10 @@ impl Source {
         self.first_gap()
     }
 
-    /// A source with no arrivals of its own, raised by a model (a cross-call's SGI or SDEI event).
+    /// A source with no arrivals of its own until a scenario gives it a rate or a
+    /// replay; a model may raise it (a cross-call's SGI, a device queue's vector).
     #[allow(clippy::too_many_arguments)]
-    pub fn silent(name: String, group: u32, cpu: u32, handler: Ps, prio: Prio, entry: Ps, exit: Ps, latency: Ps) -> Source {
+    pub fn new(name: String, group: u32, cpu: u32, handler: Ps, prio: Prio, entry: Ps, exit: Ps, latency: Ps) -> Source {
         Source {
             rng: crate::engine::rng::stream(0, &name),
             handler_name: format!("{name} handler"),

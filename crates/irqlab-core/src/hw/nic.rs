@@ -8,8 +8,8 @@
 
 use crate::engine::rng::{exp_sample, Rng};
 use crate::engine::stats::Latency;
-use crate::engine::time::{s_to_ps, Ps, NEVER};
-use crate::engine::{Scheduler, TimerHandle};
+use crate::engine::time::{s_to_ps, Ps};
+use crate::engine::Scheduler;
 use crate::hw::cpu::Level;
 use crate::machine::{Ev, Machine};
 use crate::moderation::QueueMod;
@@ -38,10 +38,8 @@ pub struct RxQueue {
     pub armed: bool,
     pub polling: bool,
     pub napi_scheduled: bool,
-    pub unsignalled: u32,
-    pub first: Ps,
+    /// Coalescing, with the packets that landed since the queue last signalled.
     pub modq: QueueMod,
-    pub timer: Option<TimerHandle>,
     /// Packets the current poll round will take (decided when it starts).
     pub poll_n: u32,
 }
@@ -114,41 +112,26 @@ impl Machine {
         if !rx.armed {
             return;
         }
-        if rx.unsignalled == 0 {
-            rx.first = now;
-        }
-        rx.unsignalled += 1;
+        rx.modq.add(now, 1);
         self.rx_signal(s, q);
     }
 
+    /// An armed queue signals as its moderation allows, and is disarmed.
     fn rx_signal(&mut self, s: &mut Scheduler<Ev>, q: u32) {
         let rx = &mut self.rxqs[q as usize];
-        match rx.modq.due(rx.unsignalled, rx.first) {
-            None => self.rx_fire(s, q),
-            Some(at) => {
-                if rx.timer.is_none() && at != NEVER {
-                    rx.timer = Some(s.timer_after(at.saturating_sub(s.now()), Ev::RxTimer(q)));
-                }
-            }
+        if rx.modq.signal_now(s, Ev::RxTimer(q)) {
+            rx.armed = false;
+            let src = rx.src;
+            self.send_msi(s, src);
         }
-    }
-
-    fn rx_fire(&mut self, s: &mut Scheduler<Ev>, q: u32) {
-        let rx = &mut self.rxqs[q as usize];
-        rx.unsignalled = 0;
-        rx.armed = false;
-        if let Some(h) = rx.timer.take() {
-            s.cancel(h);
-        }
-        let src = rx.src;
-        self.send_msi(s, src);
     }
 
     pub(crate) fn rx_timer(&mut self, s: &mut Scheduler<Ev>, q: u32) {
         let rx = &mut self.rxqs[q as usize];
-        rx.timer = None;
-        if rx.armed && rx.unsignalled > 0 {
-            self.rx_fire(s, q);
+        if rx.modq.expired() && rx.armed {
+            rx.armed = false;
+            let src = rx.src;
+            self.send_msi(s, src);
         }
     }
 
@@ -166,10 +149,8 @@ impl Machine {
         rx.armed = true;
         if !rx.ring_pkts.is_empty() {
             // Packets that landed since the poll took its last: the armed CQ signals for them.
-            if rx.unsignalled == 0 {
-                rx.first = now;
-            }
-            rx.unsignalled += rx.ring_pkts.len() as u32;
+            let n = rx.ring_pkts.len() as u32;
+            rx.modq.add(now, n);
             self.rx_signal(s, q);
         }
     }

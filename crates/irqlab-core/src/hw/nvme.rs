@@ -17,7 +17,7 @@
 use crate::engine::rng::{exp_sample, Rng};
 use crate::engine::stats::Latency;
 use crate::engine::time::{s_to_ps, Ps};
-use crate::engine::{Scheduler, TimerHandle};
+use crate::engine::Scheduler;
 use crate::machine::{Ev, Machine};
 use crate::moderation::QueueMod;
 use rand::Rng as _;
@@ -47,11 +47,8 @@ pub struct Cq {
     pub outstanding: u32,
     pub depth: u32,
     pub backlog: VecDeque<Ps>,
-    /// Completions posted since the vector last signalled, and when the first came.
-    pub unsignalled: u32,
-    pub first: Ps,
+    /// Aggregation, with the completions posted since the vector last signalled.
     pub modq: QueueMod,
-    pub timer: Option<TimerHandle>,
     /// Interrupt status: a message was sent and the host has not written the head doorbell since.
     pub is: bool,
 }
@@ -146,42 +143,25 @@ impl Machine {
         let cq = &mut self.cqs[q as usize];
         let t = cq.landing.pop_front().expect("a CqeLanded per completion in flight");
         cq.posted.push_back(t);
-        if cq.unsignalled == 0 {
-            cq.first = now;
-        }
-        cq.unsignalled += 1;
+        cq.modq.add(now, 1);
         self.cq_signal(s, q);
     }
 
     /// Aggregation: signal now, or when the time threshold expires.
     pub(crate) fn cq_signal(&mut self, s: &mut Scheduler<Ev>, q: u32) {
         let cq = &mut self.cqs[q as usize];
-        if cq.unsignalled == 0 || cq.is {
-            return;
-        }
-        match cq.modq.due(cq.unsignalled, cq.first) {
-            None => {
-                cq.unsignalled = 0;
-                cq.is = true;
-                if let Some(h) = cq.timer.take() {
-                    s.cancel(h);
-                }
-                let src = cq.src;
-                self.send_msi(s, src);
-            }
-            Some(at) => {
-                if cq.timer.is_none() && at != crate::engine::time::NEVER {
-                    cq.timer = Some(s.timer_after(at.saturating_sub(s.now()), Ev::CqTimer(q)));
-                }
-            }
+        if !cq.is && cq.modq.signal_now(s, Ev::CqTimer(q)) {
+            cq.is = true;
+            let src = cq.src;
+            self.send_msi(s, src);
         }
     }
 
     pub(crate) fn cq_timer(&mut self, s: &mut Scheduler<Ev>, q: u32) {
         let cq = &mut self.cqs[q as usize];
-        cq.timer = None;
-        if cq.unsignalled > 0 && !cq.is {
-            cq.unsignalled = 0;
+        if cq.is {
+            cq.modq.timer = None; // the doorbell will signal what waits
+        } else if cq.modq.expired() {
             cq.is = true;
             let src = cq.src;
             self.send_msi(s, src);
@@ -193,9 +173,10 @@ impl Machine {
         let now = s.now();
         let cq = &mut self.cqs[q as usize];
         cq.is = false;
-        cq.unsignalled = cq.posted.len() as u32;
-        if cq.unsignalled > 0 {
-            cq.first = now;
+        // What the handler left (landed after it reaped) is what waits now.
+        cq.modq.unsignalled = 0;
+        if !cq.posted.is_empty() {
+            cq.modq.add(now, cq.posted.len() as u32);
             self.cq_signal(s, q);
         }
     }

@@ -5,12 +5,18 @@
 pub mod dim;
 pub mod gsim;
 
-use crate::engine::time::Ps;
+use crate::engine::time::{Ps, NEVER};
+use crate::engine::{Scheduler, TimerHandle};
+use crate::machine::Ev;
 use crate::scenario::{Moderation, ModerationKind};
 
 /// A device queue's moderation state: when its pending work may raise an interrupt.
 pub struct QueueMod {
     pub kind: ModerationKind,
+    /// Completions not signalled yet, when the first of them came, and the armed time threshold.
+    pub unsignalled: u32,
+    pub first: Ps,
+    pub timer: Option<TimerHandle>,
     /// Current thresholds: time since the first unsignalled completion, and count.
     pub usecs: Ps,
     pub frames: u32,
@@ -25,6 +31,9 @@ impl QueueMod {
     pub fn new(m: &Moderation) -> Self {
         let mut q = QueueMod {
             kind: m.kind,
+            unsignalled: 0,
+            first: 0,
+            timer: None,
             usecs: m.usecs.ps(),
             frames: m.frames,
             dim: None,
@@ -38,6 +47,46 @@ impl QueueMod {
             q.dim = Some(d);
         }
         q
+    }
+
+    /// `n` more completions wait to be signalled.
+    #[inline]
+    pub fn add(&mut self, now: Ps, n: u32) {
+        if self.unsignalled == 0 {
+            self.first = now;
+        }
+        self.unsignalled += n;
+    }
+
+    /// Whether the queue signals now (the waiting completions count as signalled);
+    /// if not yet, arms the time threshold to deliver `timer` then.
+    #[inline]
+    pub fn signal_now(&mut self, s: &mut Scheduler<Ev>, timer: Ev) -> bool {
+        if self.unsignalled == 0 {
+            return false;
+        }
+        match self.due(self.unsignalled, self.first) {
+            None => {
+                self.unsignalled = 0;
+                if let Some(h) = self.timer.take() {
+                    s.cancel(h);
+                }
+                true
+            }
+            Some(at) => {
+                if self.timer.is_none() && at != NEVER {
+                    self.timer = Some(s.timer_after(at.saturating_sub(s.now()), timer));
+                }
+                false
+            }
+        }
+    }
+
+    /// The time threshold expired: whether anything waits to be signalled (it now counts as signalled).
+    #[inline]
+    pub fn expired(&mut self) -> bool {
+        self.timer = None;
+        std::mem::take(&mut self.unsignalled) > 0
     }
 
     /// With `waiting` completions unsignalled since `first`: fire now, or at which time.
