@@ -21,13 +21,14 @@ impl Machine {
         for c in &mut self.cpus {
             c.account(now);
         }
+        let (ios, payload) = self.device_totals();
         Snapshot {
             irqs: self.n.host_irqs + self.n.guest_irqs,
             ops: self.tasks.iter().map(|t| t.ops).sum(),
             hardirq: self.cpus.iter().map(|c| c.class_time(Class::Hardirq)).sum(),
             idle: self.cpus.iter().map(|c| c.class_time(Class::Idle)).sum(),
-            ios: self.device_totals().0,
-            payload: self.device_totals().1,
+            ios,
+            payload,
         }
     }
 
