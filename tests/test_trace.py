@@ -99,3 +99,32 @@ def test_counter_tracks_carry_values(trace):
     if not counters:
         pytest.skip("the model records no counter tracks for this scenario")
     assert all(ev.HasField("double_counter_value") or ev.HasField("counter_value") for ev in counters)
+
+
+@pytest.mark.parametrize(
+    "scenario,sets,expect",
+    [
+        ("figures/m4-kvm-cancels.toml", ["duration=50ms"], ["cancelled vm-enter", "requests", "vm entry"]),
+        ("examples/m5-nic-vms.toml", ["duration=3ms", "warmup=1ms"], ["napi poll", "hypervisor"]),
+        ("figures/m5-nvme-8ssd.toml", ["duration=3ms", "warmup=1ms", "trace.max_events=20000"], ["hardirq"]),
+        ("examples/m1-backtrace.toml", ["warmup=19ms", "duration=31ms"], ["hardirq"]),
+    ],
+)
+def test_mechanism_traces_decode_and_balance(scenario, sets, expect, tmp_path):
+    import irqlab
+
+    out = tmp_path / "t.pftrace"
+    args = ["run", irqlab.SCENARIOS_DIR / scenario, "--trace", out]
+    for s in sets:
+        args += ["--set", s]
+    assert_ok(run_cli(*args))
+    t = Trace()
+    t.ParseFromString(out.read_bytes())
+    depth: dict[int, int] = defaultdict(int)
+    for _, ev in events(t):
+        depth[ev.track_uuid] += {BEGIN: 1, END: -1}.get(ev.type, 0)
+        assert depth[ev.track_uuid] >= 0
+    assert all(d == 0 for d in depth.values())
+    kinds = " | ".join(sorted({kind(ev) for _, ev in events(t) if ev.type in (BEGIN, INSTANT)}))
+    for e in expect:
+        assert e in kinds, kinds[:500]
