@@ -93,6 +93,11 @@ struct Vcpu {
     pmi_injecting: Vec<Ps>,
     nmi_masked_until: Ps,
     window_armed: bool,
+    /// Interrupts pending in the emulated local APIC (timer, IPI, fixed-mode PMI),
+    /// those being injected on this attempt, and those delivered.
+    virq_pending: u32,
+    virq_injecting: u32,
+    virqs: u64,
     /// Guest-time sources (PMU, IPI sends, other exits): cancelled on exit.
     guest_timers: [Option<TimerHandle>; 3],
     rng: Rng,
@@ -185,6 +190,9 @@ impl KvmModel {
                 pmi_injecting: Vec::new(),
                 nmi_masked_until: 0,
                 window_armed: false,
+                virq_pending: 0,
+                virq_injecting: 0,
+                virqs: 0,
                 guest_timers: [None; 3],
                 rng: stream(seed, &format!("kvm/vm{}/vcpu{}", v / k.vcpus, v % k.vcpus)),
                 track: tracer.track(&format!("vm{}.vcpu{}", v / k.vcpus, v % k.vcpus), None),
@@ -328,13 +336,17 @@ impl KvmModel {
                     let k = rand::Rng::gen_range(&mut self.vcpus[v].rng, 0..n - 1);
                     let local = (v as u32 % n + 1 + k) % n;
                     let t = (vm * n + local) as usize;
+                    self.vcpus[t].virq_pending += 1;
                     self.request(s, t, Req::Event, Cause::Src(Src::Ipi));
                 }
                 if self.vcpus[v].phase == Phase::Guest {
                     self.exit(s, v, 0);
                 }
             }
-            Src::Timer => self.request(s, v, Req::Event, Cause::Src(src)),
+            Src::Timer => {
+                self.vcpus[v].virq_pending += 1;
+                self.request(s, v, Req::Event, Cause::Src(src));
+            }
             Src::Nmi => {
                 self.vcpus[v].nmi.queued += 1;
                 self.audit.nmis_queued += 1;
@@ -392,6 +404,7 @@ impl KvmModel {
                 for t in vc.pmi_injecting.drain(..) {
                     self.pmi_latency.record(now - t);
                 }
+                vc.virqs += std::mem::take(&mut vc.virq_injecting) as u64;
                 if vc.nmi.pending > 0 && !vc.window_armed {
                     // An NMI still pending behind the guest's NMI handler: exit when it IRETs.
                     vc.window_armed = true;
@@ -437,6 +450,8 @@ impl KvmModel {
                 vc.injecting.push(o);
             }
             vc.pmi_injecting.extend(vc.pmi_fixed.drain(..));
+            // The APIC's IRR merges what is pending: one injection delivers them.
+            vc.virq_injecting = std::mem::take(&mut vc.virq_pending);
         }
         vc.raised_in_window = false;
         self.begin(s, v, Phase::IrqsOff, Some(len + self.c.irqs_off));
@@ -474,7 +489,10 @@ impl KvmModel {
                         self.audit.nmis_queued += 1;
                         vc.nmi_origin.push_back((t, true));
                     }
-                    Lvtpc::Fixed => vc.pmi_fixed.push_back(t),
+                    Lvtpc::Fixed => {
+                        vc.pmi_fixed.push_back(t);
+                        vc.virq_pending += 1;
+                    }
                 }
                 r.raises(self.lvtpc)
             }
@@ -521,7 +539,9 @@ impl KvmModel {
         for t in vc.pmi_injecting.drain(..).rev() {
             vc.pmi_fixed.push_front(t);
         }
-        if vc.nmi.pending > 0 || !vc.pmi_fixed.is_empty() {
+        // The interrupt being injected goes back to the IRR.
+        vc.virq_pending += std::mem::take(&mut vc.virq_injecting);
+        if vc.nmi.pending > 0 || vc.virq_pending > 0 {
             vc.pending |= Req::Event.bit();
         }
         self.begin(s, v, Phase::Cancel, Some(self.c.cancel));
@@ -536,6 +556,7 @@ impl KvmModel {
             (vc.enters, vc.cancels, vc.exits, vc.lost, vc.guest_time) = (0, 0, 0, 0, 0);
             vc.nmi.delivered = 0;
             vc.nmi.dropped = 0;
+            vc.virqs = 0;
         }
         self.attributed.clear();
         self.pmi_latency.reset();
@@ -545,14 +566,22 @@ impl KvmModel {
         let span = now - warmup;
         let secs = ps_to_s(span).max(f64::MIN_POSITIVE);
         let mut r = Report::default();
-        let mut tot = [0f64; 6];
+        let mut tot = [0f64; 7];
         let mut per_vm: BTreeMap<u32, [f64; 3]> = BTreeMap::new();
         for (i, vc) in self.vcpus.iter_mut().enumerate() {
             if vc.phase == Phase::Guest {
                 vc.guest_time += now - vc.guest_since;
                 vc.guest_since = now;
             }
-            let row = [vc.enters as f64, vc.cancels as f64, vc.exits as f64, vc.lost as f64, vc.nmi.delivered as f64, vc.nmi.dropped as f64];
+            let row = [
+                vc.enters as f64,
+                vc.cancels as f64,
+                vc.exits as f64,
+                vc.lost as f64,
+                vc.nmi.delivered as f64,
+                vc.nmi.dropped as f64,
+                vc.virqs as f64,
+            ];
             for (t, x) in tot.iter_mut().zip(row) {
                 *t += x;
             }
@@ -585,6 +614,11 @@ impl KvmModel {
         r.metric("guest_time_lost_ns_per_s", tot[3] / 1e3 / secs / self.vcpus.len() as f64);
         r.metric("nmis_delivered", tot[4]);
         r.metric("nmis_dropped", tot[5]);
+        // What the guest received: interrupts injected through its APIC, and NMIs. No device writes MSIs here.
+        r.metric("virqs_delivered", tot[6]);
+        r.metric("interrupts", tot[6] + tot[4]);
+        r.metric("interrupts_per_s", (tot[6] + tot[4]) / secs);
+        r.metric("msi_writes", 0.0);
         for (k, n) in &self.attributed {
             r.metric(k.clone(), *n as f64);
         }
