@@ -33,8 +33,8 @@ pub enum Ev {
     /// GSIM: a CPU's moderation timer expired; a configuration change (index).
     GsimTimer(u32),
     GsimChange(u32),
-    /// NVMe: a disk channel finished an I/O; a stalled channel got its write in; a
-    /// completion entry landed; a CQ's aggregation time expired.
+    /// NVMe: a disk channel finished an I/O; a completion entry landed; a CQ's
+    /// aggregation time expired.
     DiskDone(u32),
     CqeLanded(u32),
     CqTimer(u32),
@@ -46,7 +46,8 @@ pub enum Ev {
     PathDone,
 }
 
-/// Costs from the scenario, in ps, converted once.
+/// Costs from the scenario, in ps, converted once. Under pseudo-NMI the
+/// exception entry/exit costs include the PMR tax (`nmi::pmr`).
 pub struct Costs {
     pub exc_entry: Ps,
     pub exc_exit: Ps,
@@ -55,8 +56,6 @@ pub struct Costs {
     /// What an IRQ handler runs under: DAIF.I, or under pseudo-NMI the PMR
     /// (the GIC driver unmasks DAIF so that NMIs can nest).
     pub irq_handler_mask: Mask,
-    /// Pseudo-NMI's per-path costs, already included in the entry/exit costs above.
-    pub pmr: PmrTax,
     pub hyp_exit: Ps,
     pub hyp_handler: Ps,
     pub hyp_inject: Ps,
@@ -296,7 +295,6 @@ impl Machine {
                     Masking::Daif => Mask::Daif,
                     Masking::Pmr => Mask::Pmr,
                 },
-                pmr,
                 hyp_exit: sc.hypervisor.exit.ps(),
                 hyp_handler: sc.hypervisor.handler.ps(),
                 hyp_inject: sc.hypervisor.inject.ps(),
