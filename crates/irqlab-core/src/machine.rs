@@ -42,8 +42,8 @@ pub enum Ev {
     PktArrive(u32),
     PktLanded(u32),
     RxTimer(u32),
-    /// The DMA path finished the write in service.
-    PathDone,
+    /// A socket's DMA path finished the write in service.
+    PathDone(u32),
 }
 
 /// Costs from the scenario, in ps, converted once. Under pseudo-NMI the
@@ -117,8 +117,9 @@ pub struct Machine {
     pub tasks: Vec<TaskState>,
     pub task_groups: Vec<String>,
     pub fabric: Fabric,
-    /// The shared DMA + MSI path, when devices DMA through the fabric.
-    pub path: Option<crate::hw::fabric::DmaPath>,
+    /// The shared DMA + MSI path of each socket's root complex, when devices DMA
+    /// through the fabric (empty otherwise).
+    pub paths: Vec<crate::hw::fabric::DmaPath>,
     pub dma_write: Ps,
     pub n: Counters,
     pub audit: Audit,
@@ -306,7 +307,7 @@ impl Machine {
             tasks,
             task_groups: sc.tasks.iter().map(|t| t.name.clone()).collect(),
             fabric: Fabric::new(sc.fabric.msi_write.ps(), sc.fabric.slots, sc.fabric.latency.ps()),
-            path: None,
+            paths: Vec::new(),
             dma_write: 0,
             n: Counters::default(),
             audit: Audit::default(),
@@ -329,7 +330,7 @@ impl Machine {
             last_sample: Default::default(),
         };
         if sc.fabric.dma_write.ps() > 0 || sc.fabric.dma_per_kib.ps() > 0 {
-            m.path = Some(crate::hw::fabric::DmaPath::new(sc.fabric.msi_write.ps()));
+            m.paths = (0..sc.platform.sockets).map(|_| crate::hw::fabric::DmaPath::new(sc.fabric.msi_write.ps())).collect();
         }
         m.dma_write = sc.fabric.dma_write.ps();
         m.add_gsim(sc);
@@ -446,7 +447,7 @@ impl Machine {
             t.ops = 0;
         }
         self.fabric.reset();
-        if let Some(p) = &mut self.path {
+        for p in &mut self.paths {
             p.reset();
         }
         self.reset_devices(now);
@@ -486,7 +487,7 @@ impl Model for Machine {
             Ev::GsimTimer(c) => self.gsim_timer(s, c as usize),
             Ev::GsimChange(k) => self.gsim_change(now, k),
             Ev::DiskDone(d) => self.disk_done(s, d),
-            Ev::PathDone => self.path_done(s),
+            Ev::PathDone(k) => self.path_done(s, k),
             Ev::CqeLanded(q) => self.cqe_landed(s, q),
             Ev::CqTimer(q) => self.cq_timer(s, q),
             Ev::PktArrive(q) => self.pkt_arrive(s, q),

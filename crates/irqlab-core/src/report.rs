@@ -132,9 +132,16 @@ impl Machine {
 
         self.crosscall_report(&mut r);
         self.device_report(&mut r, now, secs);
-        if let Some(p) = &self.path {
-            r.metric("fabric.utilisation", p.busy_time as f64 / span.max(1) as f64);
-            r.histogram("fabric_wait", &p.wait);
+        if !self.paths.is_empty() {
+            let busy: Ps = self.paths.iter().map(|p| p.busy_time).sum();
+            r.metric("fabric.utilisation", busy as f64 / (span.max(1) as f64 * self.paths.len() as f64));
+            r.histogram("fabric_wait", &self.paths[0].wait);
+            if self.paths.len() > 1 {
+                for (k, p) in self.paths.iter().enumerate() {
+                    r.metric(format!("fabric.socket{k}.utilisation"), p.busy_time as f64 / span.max(1) as f64);
+                    r.histogram(format!("fabric.socket{k}.wait"), &p.wait);
+                }
+            }
         } else if self.fabric.has_cost() {
             r.metric("fabric.utilisation", self.fabric.busy as f64 / (span.max(1) as f64 * self.fabric.slots() as f64));
             r.histogram("fabric_wait", &self.fabric.wait);

@@ -18,9 +18,11 @@ use std::collections::VecDeque;
 
 impl Machine {
     /// A device vector: a source with no arrivals of its own, driven by its device.
-    fn add_vector(&mut self, name: String, group: u32, cpu: u32, vm: Option<u32>, dev: Dev, gsim: bool) -> u32 {
+    #[allow(clippy::too_many_arguments)]
+    fn add_vector(&mut self, name: String, group: u32, cpu: u32, vm: Option<u32>, dev: Dev, gsim: bool, socket: u32) -> u32 {
         let i = self.srcs.len() as u32;
         let mut src = Source::new(name, group, cpu, 0, Prio::Normal, self.irq_entry, self.irq_exit, 0);
+        src.socket = socket;
         src.dev = dev;
         src.vm = vm;
         src.gsim = gsim && self.gsim.is_some();
@@ -82,9 +84,10 @@ impl Machine {
                     let v = k * n.queues + q;
                     let cpu = n.cpus[(v as usize) % n.cpus.len()];
                     let cqi = self.cqs.len() as u32;
-                    let src = self.add_vector(format!("{}.{k}.q{q}", n.name), group, cpu, None, Dev::Cq(cqi), n.moderation.gsim);
+                    let src = self.add_vector(format!("{}.{k}.q{q}", n.name), group, cpu, None, Dev::Cq(cqi), n.moderation.gsim, n.socket);
                     self.cqs.push(Cq {
                         disk: d,
+                        socket: n.socket,
                         src,
                         landing: VecDeque::new(),
                         posted: VecDeque::new(),
@@ -168,9 +171,10 @@ impl Machine {
                     None => (c, Level::Host),
                 };
                 let qi = self.rxqs.len() as u32;
-                let src = self.add_vector(format!("{}.rx{q}", n.name), group, cpu, vm, Dev::Rx(qi), n.moderation.gsim);
+                let src = self.add_vector(format!("{}.rx{q}", n.name), group, cpu, vm, Dev::Rx(qi), n.moderation.gsim, n.socket);
                 self.rxqs.push(RxQueue {
                     group: g as u32,
+                    socket: n.socket,
                     src,
                     cpu,
                     level,

@@ -61,6 +61,8 @@ pub struct Source {
     pub sw_pending: bool,
     /// GSIM may moderate this vector.
     pub gsim: bool,
+    /// The socket whose root complex the device's writes cross.
+    pub socket: u32,
     /// Anything beyond a plain handler: an SDEI event, a cross-call, a device
     /// queue (set once at build; keeps the common handler path to one test).
     pub special: bool,
@@ -139,6 +141,7 @@ impl Source {
             disabled: false,
             sw_pending: false,
             gsim: false,
+            socket: 0,
             special: true,
             pending: false,
             raised: 0,
@@ -194,7 +197,8 @@ impl crate::machine::Machine {
             src.pba = true;
             return;
         }
-        if self.path.as_ref().is_some_and(|p| p.msi_queued(i)) {
+        let sk = src.socket;
+        if self.paths.get(sk as usize).is_some_and(|p| p.msi_queued(i)) {
             self.n.msi_merged_at_device += 1;
             return;
         }
@@ -208,11 +212,11 @@ impl crate::machine::Machine {
                 self.tracer.counter(now, t, self.fabric.backlog(now) as f64 / 1e3);
             }
         }
-        if let Some(p) = &mut self.path {
+        if let Some(p) = self.paths.get_mut(sk as usize) {
             self.srcs[i as usize].in_fabric.push_back((now, flow));
             let msi = p.msi;
             if let Some((_, end)) = p.submit(now, crate::hw::fabric::Write::Msi(i), msi) {
-                s.at(end, crate::machine::Ev::PathDone);
+                s.at(end, crate::machine::Ev::PathDone(sk));
             }
             return;
         }

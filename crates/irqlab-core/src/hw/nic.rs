@@ -24,6 +24,7 @@ pub const HEADERS: u32 = 14 + 20 + 32;
 
 pub struct RxQueue {
     pub group: u32,
+    pub socket: u32,
     pub src: u32,
     pub cpu: u32,
     pub level: Level,
@@ -86,7 +87,7 @@ impl Machine {
             grp.life_drops += 1;
             return;
         }
-        if self.path.as_ref().is_some_and(|p| p.dma_backlog > grp.buffer) {
+        if self.paths.get(rx.socket as usize).is_some_and(|p| p.dma_backlog > grp.buffer) {
             // The NIC's buffer holds what the path has not taken yet: it is full.
             grp.drops_buffer += 1;
             grp.life_drops += 1;
@@ -94,7 +95,8 @@ impl Machine {
         }
         let cost = self.dma_write + bytes as Ps * grp.dma_per_kib / 1024;
         rx.landing.push_back((now, bytes));
-        self.dma(s, crate::hw::fabric::DmaFor::Rx(q), cost);
+        let sk = rx.socket;
+        self.dma(s, crate::hw::fabric::DmaFor::Rx(q), cost, sk);
     }
 
     /// The packet's DMA landed: it is in the ring, and the queue may signal.

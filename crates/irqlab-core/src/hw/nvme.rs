@@ -38,6 +38,7 @@ pub struct Disk {
 
 pub struct Cq {
     pub disk: u32,
+    pub socket: u32,
     /// The vector (source index).
     pub src: u32,
     /// Completions in flight through the fabric, then posted and not yet reaped: submission times.
@@ -93,18 +94,20 @@ impl Machine {
         let disk = &mut self.disks[d as usize];
         let (submitted, cq) = disk.in_service.pop_front().expect("a DiskDone per I/O in service");
         disk.busy -= 1;
-        self.cqs[cq as usize].landing.push_back(submitted);
-        self.dma(s, crate::hw::fabric::DmaFor::Cq(cq), self.dma_write);
+        let c = &mut self.cqs[cq as usize];
+        c.landing.push_back(submitted);
+        let sk = c.socket;
+        self.dma(s, crate::hw::fabric::DmaFor::Cq(cq), self.dma_write, sk);
         self.disk_kick(s, d);
     }
 
     /// A device DMA write: through the shared path if there is one, else it lands at once.
-    pub(crate) fn dma(&mut self, s: &mut Scheduler<Ev>, to: crate::hw::fabric::DmaFor, cost: Ps) {
+    pub(crate) fn dma(&mut self, s: &mut Scheduler<Ev>, to: crate::hw::fabric::DmaFor, cost: Ps, socket: u32) {
         use crate::hw::fabric::{DmaFor, Write};
-        match &mut self.path {
+        match self.paths.get_mut(socket as usize) {
             Some(p) => {
                 if let Some((_, end)) = p.submit(s.now(), Write::Dma(to), cost) {
-                    s.at(end, Ev::PathDone);
+                    s.at(end, Ev::PathDone(socket));
                 }
             }
             None => match to {
@@ -115,12 +118,12 @@ impl Machine {
     }
 
     /// The path finished a write: it lands, and the next one starts.
-    pub(crate) fn path_done(&mut self, s: &mut Scheduler<Ev>) {
+    pub(crate) fn path_done(&mut self, s: &mut Scheduler<Ev>, socket: u32) {
         use crate::hw::fabric::{DmaFor, Write};
         let now = s.now();
-        let (w, next) = self.path.as_mut().expect("PathDone needs the path").done(now);
+        let (w, next) = self.paths[socket as usize].done(now);
         if let Some((_, end)) = next {
-            s.at(end, Ev::PathDone);
+            s.at(end, Ev::PathDone(socket));
         }
         match w {
             Write::Dma(DmaFor::Cq(q)) => self.cqe_landed(s, q),

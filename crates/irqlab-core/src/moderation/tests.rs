@@ -194,3 +194,21 @@ handler = "1us"
     let per_timer = m["interrupts_per_s"] / m["gsim.timers_per_s"];
     assert!((per_timer - 1.0).abs() < 0.05, "{per_timer} interrupts per timer");
 }
+
+/// Each socket's root complex is a path of its own: devices on socket 1 do not
+/// load socket 0's, and splitting the disks lightens each path.
+#[test]
+fn sockets_have_their_own_fabric() {
+    let one = go(NVME, &["platform.sockets=2"]);
+    let m = &one.report.metrics;
+    assert!(m["fabric.socket0.utilisation"] > 0.0);
+    assert_eq!(m["fabric.socket1.utilisation"], 0.0);
+    let split = format!("{NVME}\n[[nvme]]\nname = \"ssd2\"\nsocket = 1\ncount = 1\nqueues = 4\ncpus = [2, 3]\niops = \"1M\"\nchannels = 64\nhandler = \"500ns\"\nper_cqe = \"300ns\"\n[nvme.fio]\njobs = 4\niodepth = 32\n");
+    let two = go(&split, &["platform.sockets=2", "nvme.0.count=1"]);
+    let t = &two.report.metrics;
+    assert!(t["fabric.socket1.utilisation"] > 0.0);
+    assert!(t["fabric.socket0.utilisation"] < m["fabric.socket0.utilisation"]);
+    assert_eq!(two.audit.ios_found, two.audit.ios_owned);
+    let bad = crate::scenario::load(NVME, "x", &["nvme.0.socket=1".to_string()]).unwrap_err();
+    assert!(bad.0.contains("nvme[0].socket"), "{}", bad.0);
+}

@@ -134,6 +134,9 @@ pub struct Nvme {
     pub queues: u32,
     /// CPUs the vectors target: vector v (over all disks) goes to `cpus[v % len]`.
     pub cpus: Vec<u32>,
+    /// The socket whose root complex (and interrupt fabric) the disks hang off.
+    #[serde(default)]
+    pub socket: u32,
     /// Device ceiling per disk, I/Os per second.
     pub iops: Rate,
     /// I/Os served in parallel per disk (each takes `channels / iops`).
@@ -178,6 +181,9 @@ pub struct Nic {
     /// Assign the queues to this VM (SR-IOV VF): interrupts take the injection path, NAPI runs in the guest.
     #[serde(default)]
     pub vm: Option<String>,
+    /// The socket whose root complex (and interrupt fabric) the NIC hangs off.
+    #[serde(default)]
+    pub socket: u32,
     /// Packet sizes (L2 frame without FCS, bytes) and their shares; default 1514 only.
     #[serde(default)]
     pub packets: Vec<(u32, f64)>,
@@ -258,6 +264,9 @@ pub(super) fn check(s: &super::Scenario, hosted: &[Option<String>], vm_vcpus: &d
                 return err(format!("{p}.{key}"), format!("{v}: expected {lo} to {hi}"));
             }
         }
+        if n.socket >= s.platform.sockets {
+            return err(format!("{p}.socket"), format!("{}: expected 0 to platform.sockets - 1 ({})", n.socket, s.platform.sockets - 1));
+        }
         if n.fio.jobs == 0 || n.fio.iodepth == 0 {
             return err(format!("{p}.fio"), "jobs and iodepth must be at least 1");
         }
@@ -278,6 +287,9 @@ pub(super) fn check(s: &super::Scenario, hosted: &[Option<String>], vm_vcpus: &d
         let link = n.link_gbps.unwrap_or(n.gbps);
         if !(n.gbps > 0.0 && n.gbps <= link && link <= 1600.0) {
             return err(format!("{p}.gbps"), format!("{}: expected above 0 and at most the link speed ({link} Gbit/s, at most 1600)", n.gbps));
+        }
+        if n.socket >= s.platform.sockets {
+            return err(format!("{p}.socket"), format!("{}: expected 0 to platform.sockets - 1 ({})", n.socket, s.platform.sockets - 1));
         }
         if n.queues == 0 || n.queues > 256 {
             return err(format!("{p}.queues"), format!("{}: expected 1 to 256", n.queues));
