@@ -8,7 +8,7 @@ VENV := .venv
 BIN := $(VENV)/bin
 LOCKS := requirements/dev.lock requirements/dask.lock
 
-.PHONY: setup reproduce test clean
+.PHONY: setup reproduce test test-long clean
 
 setup: $(VENV)/.deps-installed
 	VIRTUAL_ENV=$(CURDIR)/$(VENV) $(BIN)/maturin develop --release
@@ -26,6 +26,13 @@ reproduce: setup
 test: setup
 	cargo test --workspace --release
 	$(BIN)/pytest -q
+
+# Not run by CI: longer property searches (Rust and Python) and the real-host
+# tests 20 times in a row (they record this machine's interrupts).
+test-long: setup
+	IRQLAB_PROPTEST_CASES=4096 cargo test --workspace --release
+	IRQLAB_LONG=1 $(BIN)/pytest -q
+	for i in $$(seq 20); do $(BIN)/pytest -q tests/test_host.py || exit 1; done
 
 clean:
 	rm -rf $(VENV) target irqlab-report

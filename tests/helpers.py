@@ -8,6 +8,15 @@ import sys
 from pathlib import Path
 
 
+# `make test-long` sets IRQLAB_LONG=1: property tests search longer there.
+LONG = os.environ.get("IRQLAB_LONG") == "1"
+
+
+def examples(n: int) -> int:
+    """A property test's example count: `n` in `make test`, 40x in `make test-long`."""
+    return n * 40 if LONG else n
+
+
 def run_cli(*args: object, cwd: Path | None = None, timeout: float = 300) -> subprocess.CompletedProcess[str]:
     # CI=true like the CI runner: no progress bars, nothing interactive.
     env = {**os.environ, "CI": "true", "COLUMNS": "200"}

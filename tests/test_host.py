@@ -4,9 +4,11 @@ checked for plausibility and for stability between runs, never for speed."""
 from __future__ import annotations
 
 import json
+import mmap
 import os
-import subprocess
 import threading
+import time
+from dataclasses import dataclass
 from pathlib import Path
 
 import pytest
@@ -28,24 +30,41 @@ def measure(*args: str, tmp: Path) -> dict:
 
 def test_syscall_cost_is_plausible_and_stable(tmp_path: Path) -> None:
     a = measure("syscall", "--calls", "200000", "--runs", "3", tmp=tmp_path)
-    b = measure("syscall", "--calls", "200000", "--runs", "3", tmp=tmp_path)
-    x, y = a["metrics"]["ns_per_call"], b["metrics"]["ns_per_call"]
-    assert 5 < x < 100_000 and 5 < y < 100_000
-    assert max(x, y) / min(x, y) < 3, (x, y)
+    x = a["metrics"]["ns_per_call"]
+    assert 5 < x < 100_000
+    assert a["metrics"]["ns_per_call_min"] <= x <= a["metrics"]["ns_per_call_max"]
+    # Stable between runs: the median of a second measurement is within 3x.
+    # Another process on this CPU (a noisy CI neighbour) can slow one run, so
+    # up to three measurements are taken before calling it unstable.
+    ys = []
+    for _ in range(3):
+        ys.append(measure("syscall", "--calls", "200000", "--runs", "3", tmp=tmp_path)["metrics"]["ns_per_call"])
+        if max(x, ys[-1]) / min(x, ys[-1]) < 3:
+            break
+    else:
+        raise AssertionError(f"gettid cost unstable: {x} ns then {ys}")
     assert a["host"]["kernel"] and a["host"]["cores"] >= 1 and "boot_options" in a["host"]
     assert set(a) >= {"scenario", "seed", "version", "metrics", "histograms", "series"}
 
 
 def test_sched_yield_scales_per_task(tmp_path: Path) -> None:
-    one = measure("sched_yield", "--tasks", "1", "--seconds", "0.2", "--intervals", "3", "--warmup", "0.1", tmp=tmp_path)
-    two = measure("sched_yield", "--tasks", "2", "--seconds", "0.2", "--intervals", "3", "--warmup", "0.1", tmp=tmp_path)
+    args = ("--seconds", "0.2", "--intervals", "3", "--warmup", "0.1")
+    one = measure("sched_yield", "--tasks", "1", *args, tmp=tmp_path)
+    two = measure("sched_yield", "--tasks", "2", *args, tmp=tmp_path)
     m1, m2 = one["metrics"], two["metrics"]
     assert 1e4 < m1["ops_per_s"] < 1e9
     assert m2["ops_per_s"] == pytest.approx(2 * m2["ops_per_s_per_task"])
-    # Pinned one per CPU: a second task adds throughput (on one CPU it would only share it).
-    if (os.cpu_count() or 1) >= 2:
-        assert m2["ops_per_s"] > 1.2 * m1["ops_per_s"]
     assert len(two["series"]["ops_per_s"]["v"]) == 3
+    # Pinned one per CPU: a second task adds throughput (on one CPU it would
+    # only share it). Load from outside the test can take a CPU away for a
+    # while, so the pair is measured up to three times, interleaved.
+    if len(os.sched_getaffinity(0)) >= 2:
+        tries = [(m1["ops_per_s"], m2["ops_per_s"])]
+        while tries[-1][1] <= 1.2 * tries[-1][0] and len(tries) < 3:
+            a = measure("sched_yield", "--tasks", "1", *args, tmp=tmp_path)["metrics"]["ops_per_s"]
+            b = measure("sched_yield", "--tasks", "2", *args, tmp=tmp_path)["metrics"]["ops_per_s"]
+            tries.append((a, b))
+        assert tries[-1][1] > 1.2 * tries[-1][0], tries
 
 
 def test_page_faults_are_plausible(tmp_path: Path) -> None:
@@ -53,7 +72,7 @@ def test_page_faults_are_plausible(tmp_path: Path) -> None:
     f = a["metrics"]["faults_per_s"]
     assert 1e4 < f < 1e9
     # Whole mappings: a multiple of the pages per pass, per interval.
-    assert all(v * 0.2 % 4096 == 0 for v in a["series"]["faults_per_s"]["v"])
+    assert all(round(v * 0.2) % 4096 == 0 and abs(v * 0.2 - round(v * 0.2)) < 1e-6 for v in a["series"]["faults_per_s"]["v"])
 
 
 def test_monitor_samples(tmp_path: Path) -> None:
@@ -65,59 +84,173 @@ def test_monitor_samples(tmp_path: Path) -> None:
     assert any(k.startswith("source.") for k in doc["series"])
 
 
+class DiskWriter:
+    """O_DIRECT writes to a file on a disk, in a loop on a thread, so that the
+    disk's completion interrupts keep coming for as long as it runs. Started
+    before `record` and stopped after it returns: the whole recording window
+    has I/O in it, however late the recording starts or slow the machine is."""
+
+    def __init__(self, path: Path, blocks: int = 256, bs: int = 4096) -> None:
+        self.path, self.blocks, self.bs = path, blocks, bs
+        self.writes = 0
+        self.error: OSError | None = None
+        self._stop = threading.Event()
+        self._thread = threading.Thread(target=self._loop, daemon=True)
+
+    def _loop(self) -> None:
+        buf = mmap.mmap(-1, self.bs)  # page-aligned, as O_DIRECT needs
+        buf.write(b"\xa5" * self.bs)
+        try:
+            fd = os.open(self.path, os.O_WRONLY | os.O_CREAT | os.O_DIRECT, 0o600)
+        except OSError as e:
+            self.error = e
+            return
+        try:
+            while not self._stop.is_set():
+                os.pwrite(fd, buf, (self.writes % self.blocks) * self.bs)
+                self.writes += 1
+        except OSError as e:
+            self.error = e
+        finally:
+            os.close(fd)
+
+    def __enter__(self) -> "DiskWriter":
+        self._thread.start()
+        # Only go on once the device has completed writes: a path that cannot
+        # take direct I/O says so here, not as an empty recording later.
+        deadline = time.monotonic() + 30
+        while self.writes < 20 and self.error is None and time.monotonic() < deadline:
+            time.sleep(0.01)
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self._stop.set()
+        self._thread.join(timeout=30)
+
+
+def disk_irqs(path: Path) -> dict[int, str]:
+    """The MSI/MSI-X interrupts of the PCI device behind the block device that
+    holds `path` (a partition's parent disk included), by IRQ number, named
+    as /proc/interrupts names them: e.g. {36: "virtio1-req.0"} or nvme0q1...
+
+    Read from sysfs (/sys/dev/block/MAJ:MIN, up to the device with msi_irqs/),
+    so the test needs no device name of this machine."""
+    st = os.stat(path)
+    node = Path(f"/sys/dev/block/{os.major(st.st_dev)}:{os.minor(st.st_dev)}")
+    if not node.exists():
+        return {}
+    d = node.resolve()
+    while d != d.parent and not (d / "msi_irqs").is_dir():
+        d = d.parent
+    if not (d / "msi_irqs").is_dir():
+        return {}
+    numbers = {int(p.name) for p in (d / "msi_irqs").iterdir() if p.name.isdigit()}
+    names: dict[int, str] = {}
+    for line in Path("/proc/interrupts").read_text().splitlines()[1:]:
+        head, _, rest = line.partition(":")
+        if head.strip().isdigit() and int(head) in numbers:
+            names[int(head)] = rest.split()[-1]
+    return names
+
+
+def direct_io_dir(tmp: Path) -> tuple[Path, dict[int, str]] | None:
+    """A directory on a PCI disk that takes O_DIRECT: the test's temp dir, or
+    the checkout's (when /tmp is a tmpfs), or /var/tmp."""
+    for d in (tmp, Path(__file__).resolve().parent, Path("/var/tmp")):
+        irqs = disk_irqs(d) if d.is_dir() else {}
+        if irqs and os.access(d, os.W_OK):
+            return d, irqs
+    return None
+
+
+def proc_interrupt_counts(text: str) -> dict[str, int]:
+    """Per name, the sum over CPUs of a /proc/interrupts snapshot."""
+    lines = text.splitlines()
+    ncpu = len(lines[0].split())
+    out: dict[str, int] = {}
+    for line in lines[1:]:
+        head, _, rest = line.partition(":")
+        if not head.strip().isdigit():
+            continue
+        f = rest.split()
+        out[f[-1]] = sum(int(x) for x in f[:ncpu] if x.isdigit())
+    return out
+
+
+@dataclass
+class Recording:
+    trace: Path
+    disk: str  # the /proc/interrupts name of the disk queue that took the writes
+    writes: int
+
+
 @pytest.fixture(scope="module")
-def recording(tmp_path_factory: pytest.TempPathFactory) -> Path:
+def recording(tmp_path_factory: pytest.TempPathFactory) -> Recording:
     if not TRACEFS_OK:
-        pytest.skip("recording needs root and tracefs")
+        pytest.skip("recording needs root and tracefs (/sys/kernel/tracing)")
     d = tmp_path_factory.mktemp("rec")
+    found = direct_io_dir(d)
+    if found is None:
+        pytest.skip(f"no directory here is on a PCI disk with MSI interrupts ({d}, the checkout, /var/tmp)")
+    io_dir, irqs = found
     trace = d / "trace.parquet"
-    target = d / "direct.bin"
-
-    dd: list[subprocess.CompletedProcess[str]] = []
-
-    def disk_io() -> None:
-        # O_DIRECT writes go to the device, so its completion interrupts happen now.
-        dd.append(subprocess.run(["dd", "if=/dev/zero", f"of={target}", "bs=4k", "count=2000", "oflag=direct"],
-                                 capture_output=True, text=True, timeout=60))
-
-    t = threading.Timer(0.3, disk_io)
-    t.start()
-    p = run_cli("record", "--duration", "2", "--out", trace)
-    t.join()
+    target = io_dir / f".irqlab-test-direct-{os.getpid()}.bin"
+    try:
+        with DiskWriter(target) as w:
+            assert w.error is None, f"O_DIRECT writes to {target} failed: {w.error}"
+            before = w.writes
+            p = run_cli("record", "--duration", "2", "--out", trace)
+            during = w.writes - before
+        assert w.error is None, f"O_DIRECT writes to {target} failed: {w.error}"
+    finally:
+        target.unlink(missing_ok=True)
     assert_ok(p)
-    if dd and dd[0].returncode != 0:
-        pytest.skip(f"no direct I/O possible in {d} (a tmpfs?): {dd[0].stderr.strip()}")
-    return trace
+    assert during > 0
+    # The disk queue that completed the writes: the one of the device's
+    # vectors with the most interrupts in the window (a config vector has none).
+    table = pq.read_table(trace)
+    counts = entries_by_name(table)
+    disk = max(irqs.values(), key=lambda n: counts.get(n, 0))
+    return Recording(trace, disk, during)
 
 
-def busiest_device(trace: Path) -> tuple[str, int]:
-    t = pq.read_table(trace).to_pylist()
+def entries_by_name(table: "pa.Table") -> dict[str, int]:
     counts: dict[str, int] = {}
-    for r in t:
+    for r in table.select(["kind", "event", "name"]).to_pylist():
         if r["kind"] == "irq" and r["event"] == "entry":
             counts[r["name"]] = counts.get(r["name"], 0) + 1
-    name = max(counts, key=lambda n: counts[n])
-    return name, counts[name]
+    return counts
 
 
-def test_recording_holds_device_interrupts(recording: Path) -> None:
-    table = pq.read_table(recording)
+def test_recording_holds_device_interrupts(recording: Recording) -> None:
+    table = pq.read_table(recording.trace)
     assert {"time", "cpu", "irq", "name", "event", "duration"} <= set(table.column_names)
-    name, n = busiest_device(recording)
-    assert n >= 50, (name, n)
-    rows = table.to_pylist()
-    exits = [r for r in rows if r["event"] == "exit" and r["name"] == name and r["duration"] is not None]
-    assert exits and all(0 <= r["duration"] < 1e9 for r in exits)
+    n = entries_by_name(table).get(recording.disk, 0)
+    # Writes ran through the whole window, each a completion interrupt or a
+    # share of one (virtio and NVMe may complete several per interrupt).
+    assert n >= 50, (recording.disk, n, recording.writes)
     meta = table.schema.metadata
     snaps = json.loads(meta[b"irqlab.snapshots"])
-    assert "interrupts_before" in snaps and "stat_after" in snaps
+    assert {"interrupts_before", "interrupts_after", "stat_after"} <= set(snaps)
+    # The snapshots bracket the tracing window, so the trace can hold no more
+    # of the disk's interrupts than /proc/interrupts counted between them.
+    delta = proc_interrupt_counts(snaps["interrupts_after"])[recording.disk] \
+        - proc_interrupt_counts(snaps["interrupts_before"])[recording.disk]
+    assert 0 < n <= delta, (n, delta)
+    # ... and no fewer than the interrupts of the window (tracing starts right
+    # after the first snapshot and stops right before the second).
+    assert n >= 0.9 * delta, (n, delta)
+    rows = table.to_pylist()
+    exits = [r for r in rows if r["event"] == "exit" and r["name"] == recording.disk and r["duration"] is not None]
+    assert exits and all(0 <= r["duration"] < 1e9 for r in exits)
     # The private instance is gone: the host's tracing is as it was.
-    assert not any(p.name.startswith("irqlab-") for p in Path("/sys/kernel/tracing/instances").glob("*")) \
-        if Path("/sys/kernel/tracing/instances").is_dir() else True
+    inst = Path("/sys/kernel/tracing/instances")
+    assert not any(p.name.startswith("irqlab-") for p in inst.glob("*")) if inst.is_dir() else True
 
 
-def test_replay_under_two_policies(recording: Path, tmp_path: Path) -> None:
-    name, n = busiest_device(recording)
+def test_replay_under_two_policies(recording: Recording, tmp_path: Path) -> None:
+    name = recording.disk
+    n = entries_by_name(pq.read_table(recording.trace))[name]
     scen = tmp_path / "replay.toml"
     scen.write_text(
         f'name = "replay"\nduration = "3s"\n[platform]\ncpus = 2\n[cpu]\nirq_entry = "300ns"\n'
@@ -126,7 +259,7 @@ def test_replay_under_two_policies(recording: Path, tmp_path: Path) -> None:
 
     def go(*sets: str) -> dict:
         out = tmp_path / f"r{len(list(tmp_path.iterdir()))}.json"
-        args = ["replay", recording, "--scenario", scen, "--json", out]
+        args = ["replay", recording.trace, "--scenario", scen, "--json", out]
         for s in sets:
             args += ["--set", s]
         assert_ok(run_cli(*args))
@@ -166,10 +299,10 @@ def test_replay_bad_traces(make, needles: list[str], tmp_path: Path) -> None:
     assert not out.exists()
 
 
-def test_replay_with_no_matching_source(recording: Path, tmp_path: Path) -> None:
+def test_replay_with_no_matching_source(recording: Recording, tmp_path: Path) -> None:
     scen = irqlab.SCENARIOS_DIR / "examples" / "replay-disk.toml"
     out = tmp_path / "r.json"
-    assert_user_error(run_cli("replay", recording, "--scenario", scen, "--set", "source.0.replay=nvme9q9", "--json", out),
+    assert_user_error(run_cli("replay", recording.trace, "--scenario", scen, "--set", "source.0.replay=nvme9q9", "--json", out),
                       "no recorded interrupt matches", "nvme9q9")
     assert not out.exists()
 

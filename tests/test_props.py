@@ -13,6 +13,7 @@ import irqlab
 from irqlab import _core
 
 from conftest import DATA
+from helpers import examples
 
 SMALL = (DATA / "small.toml").read_text()
 
@@ -53,7 +54,7 @@ printable = st.text(st.characters(blacklist_categories=["Cc", "Cs"]), max_size=1
 keys = st.one_of(st.sampled_from(PATHS), st.sampled_from(EXTRA), printable)
 
 
-@settings(max_examples=150, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@settings(max_examples=examples(150), deadline=None, suppress_health_check=[HealthCheck.too_slow])
 @given(st.lists(st.tuples(keys, values), min_size=1, max_size=3))
 def test_random_overrides_give_a_result_or_a_scenario_error(sets):
     overrides = [f"{k}={v}" for k, v in sets]
@@ -74,7 +75,7 @@ def test_a_key_with_a_newline_still_gives_a_one_line_message():
     assert "\n" not in str(e.value), repr(str(e.value))
 
 
-@settings(max_examples=50, deadline=None)
+@settings(max_examples=examples(50), deadline=None)
 @given(st.text(max_size=200))
 def test_arbitrary_text_is_rejected_cleanly_or_loads(text):
     try:

@@ -114,7 +114,11 @@ fn scenario(m: &Mix) -> String {
 }
 
 proptest! {
-    #![proptest_config(ProptestConfig { cases: 64, ..ProptestConfig::default() })]
+    // `make test-long` sets IRQLAB_PROPTEST_CASES for a longer search.
+    #![proptest_config(ProptestConfig {
+        cases: std::env::var("IRQLAB_PROPTEST_CASES").ok().and_then(|v| v.parse().ok()).unwrap_or(64),
+        ..ProptestConfig::default()
+    })]
 
     #[test]
     fn every_write_is_handled_exactly_once(m in mix()) {

@@ -69,6 +69,9 @@ def capture(duration: float, advance: Callable[[float], None] | None = None) -> 
         except OSError as e:
             raise UserError(f"record: cannot create a tracefs instance at {inst} ({e.strerror})") from None
         try:
+            # A new instance traces from the start: off until the snapshots are
+            # taken, so that they bracket exactly what the trace holds.
+            _write(inst / "tracing_on", "0")
             _write(inst / "buffer_size_kb", "32768")
             _write(inst / "trace_clock", "mono")
             enabled = 0

@@ -111,7 +111,11 @@ fn custom_orders_and_determinism() {
 }
 
 proptest! {
-    #![proptest_config(ProptestConfig { cases: 24, ..ProptestConfig::default() })]
+    // `make test-long` sets IRQLAB_PROPTEST_CASES for a longer search.
+    #![proptest_config(ProptestConfig {
+        cases: std::env::var("IRQLAB_PROPTEST_CASES").ok().and_then(|v| v.parse().ok()).unwrap_or(24),
+        ..ProptestConfig::default()
+    })]
 
     #[test]
     fn invariants_hold_for_any_order_and_rates(
