@@ -7,16 +7,12 @@
 //! - [`nmi`]: M1, pseudo-NMI costs and cross-CPU requests.
 //! - [`machine`]: wiring and event dispatch; [`run`]: a scenario end to end.
 
+pub mod components;
 pub mod engine;
-pub mod hw;
-pub mod machine;
-pub mod moderation;
-pub mod nmi;
 pub mod os;
-pub mod report;
+pub mod platform;
 pub mod run;
 pub mod scenario;
-pub mod virt;
 pub mod workload;
 
 pub use run::{run, run_replay, to_json, RunOptions, RunOutput};

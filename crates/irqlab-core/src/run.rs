@@ -1,21 +1,30 @@
-//! Running a scenario end to end: build the machine, run through warm-up,
-//! reset the statistics, run to the end, report.
+//! Running a scenario end to end through the engine's run protocol
+//! (`engine::protocol`): the model the scenario names is built, run through
+//! warm-up, reset, run to the end, reported and audited, the same way for
+//! every model.
 
+use crate::components::kvm_x86::{KvmAudit, KvmModel};
+use crate::components::Components;
+use crate::platform::machine::{Machine, Parts};
+use crate::engine::protocol::{self, Protocol, Span};
 use crate::engine::stats::Report;
-use crate::engine::Scheduler;
-use crate::machine::{Audit, Machine};
+use crate::engine::trace::TraceBounds;
+use crate::engine::Ps;
+use crate::platform::machine::Audit;
 use crate::scenario::Scenario;
 use serde::Serialize;
+use std::collections::BTreeMap;
 
 pub struct RunOutput {
     pub report: Report,
     pub trace: Option<Vec<u8>>,
+    /// The machine's lifetime audit (empty for the KVM entry-loop model).
     pub audit: Audit,
     /// Writes not yet handed to a handler when the run ended.
     pub pending_events: u64,
     pub seed: u64,
     /// The KVM model's own checks, for `[kvm]` scenarios.
-    pub kvm: Option<crate::virt::kvm::KvmAudit>,
+    pub kvm: Option<KvmAudit>,
 }
 
 #[derive(Clone, Copy, Debug, Default)]
@@ -26,48 +35,78 @@ pub struct RunOptions {
     pub audit: bool,
 }
 
+/// The models a scenario can name. KVM x86's VM-enter loop is a model of its
+/// own until it becomes a component of the machine (it models the vCPUs'
+/// entry loop, not the host side of their pCPUs).
+enum ModelKind {
+    Machine,
+    KvmX86,
+}
+
+fn model_of(sc: &Scenario) -> ModelKind {
+    match sc.kvm {
+        Some(_) => ModelKind::KvmX86,
+        None => ModelKind::Machine,
+    }
+}
+
+fn span(sc: &Scenario, opt: RunOptions) -> Span {
+    let (warmup, end) = (sc.warmup.ps(), sc.duration.ps());
+    let trace = opt.trace.then(|| TraceBounds {
+        start: sc.trace.start.map(|t| t.ps()).unwrap_or(warmup),
+        end: sc.trace.end.map(|t| t.ps()).unwrap_or(end),
+        max_events: sc.trace.max_events as usize,
+    });
+    Span { warmup, end, trace }
+}
+
+pub fn run(sc: &Scenario, opt: RunOptions) -> RunOutput {
+    run_with(sc, opt, &BTreeMap::new())
+}
+
 /// Like [`run`], with recorded arrival times (ps) for the sources whose `replay`
 /// key is in `arrivals` (`irqlab replay`).
-pub fn run_replay(sc: &Scenario, opt: RunOptions, arrivals: &std::collections::BTreeMap<String, Vec<crate::engine::Ps>>) -> RunOutput {
-    run_with(sc, opt, |m| {
+pub fn run_replay(sc: &Scenario, opt: RunOptions, arrivals: &BTreeMap<String, Vec<Ps>>) -> RunOutput {
+    run_with(sc, opt, arrivals)
+}
+
+fn run_with(sc: &Scenario, opt: RunOptions, arrivals: &BTreeMap<String, Vec<Ps>>) -> RunOutput {
+    let seed = opt.seed.unwrap_or(sc.seed);
+    let span = span(sc, opt);
+    match model_of(sc) {
+        ModelKind::KvmX86 => {
+            let out = protocol::run::<KvmModel>(sc, seed, span, |_| {});
+            let mut kvm = out.audit;
+            kvm.time_reversals = out.time_reversals;
+            RunOutput { report: out.report, trace: out.trace, audit: Audit::default(), pending_events: 0, seed, kvm: Some(kvm) }
+        }
+        ModelKind::Machine => run_machine::<Components>(sc, opt, arrivals),
+    }
+}
+
+/// Runs the machine model built with the components `P` (the real list is
+/// `components::Components`; a test may run its own list).
+pub fn run_machine<P: Parts>(sc: &Scenario, opt: RunOptions, arrivals: &BTreeMap<String, Vec<Ps>>) -> RunOutput {
+    let seed = opt.seed.unwrap_or(sc.seed);
+    let out = protocol::run::<Machine<P>>(sc, seed, span(sc, opt), |m| {
         for (src, cfg) in m.srcs.iter_mut().zip(sc.sources.iter()) {
             if let Some(times) = cfg.replay.as_ref().and_then(|k| arrivals.get(k)) {
                 src.replay = Some((times.clone(), 0));
             }
         }
-    })
+        if opt.audit {
+            m.audit.delivered = Some(Default::default());
+            m.fabric.log = Some(Vec::new());
+        }
+    });
+    let (mut audit, pending_events) = out.audit;
+    audit.time_reversals = out.time_reversals;
+    RunOutput { report: out.report, trace: out.trace, audit, pending_events, seed, kvm: None }
 }
 
-pub fn run(sc: &Scenario, opt: RunOptions) -> RunOutput {
-    run_with(sc, opt, |_| {})
-}
-
-fn run_with(sc: &Scenario, opt: RunOptions, prepare: impl FnOnce(&mut Machine)) -> RunOutput {
-    let seed = opt.seed.unwrap_or(sc.seed);
-    if sc.kvm.is_some() {
-        let (report, trace, kvm) = crate::virt::kvm::run(sc, seed, opt.trace);
-        return RunOutput { report, trace, audit: Audit::default(), pending_events: 0, seed, kvm: Some(kvm) };
-    }
-    let mut m = Machine::new(sc, seed, opt.trace);
-    prepare(&mut m);
-    if opt.audit {
-        m.audit.delivered = Some(Default::default());
-        m.fabric.log = Some(Vec::new());
-    }
-    let mut s = Scheduler::new();
-    m.start(&mut s);
-    let (warmup, end) = (m.warmup, m.end);
-    s.run_until(&mut m, warmup);
-    if warmup > 0 {
-        m.reset_stats(warmup);
-    }
-    s.run_until(&mut m, end);
-    let now = s.now();
-    let report = m.report(now, s.events());
-    let pending_events = m.pending_events();
-    m.audit_devices();
-    let trace = std::mem::replace(&mut m.tracer, crate::engine::trace::Tracer::disabled()).finish(now);
-    RunOutput { report, trace, audit: m.audit.clone(), pending_events, seed, kvm: None }
+/// Builds a scenario's machine without running it (benchmarks, tests).
+pub fn build_machine(sc: &Scenario, seed: u64) -> Machine<Components> {
+    <Machine<Components> as Protocol>::build(sc, seed, crate::engine::trace::Tracer::disabled())
 }
 
 #[derive(Serialize)]
@@ -75,9 +114,9 @@ struct Json<'a> {
     scenario: &'a str,
     seed: u64,
     version: &'a str,
-    metrics: &'a std::collections::BTreeMap<String, f64>,
-    histograms: &'a std::collections::BTreeMap<String, crate::engine::stats::Summary>,
-    series: &'a std::collections::BTreeMap<String, crate::engine::stats::Series>,
+    metrics: &'a BTreeMap<String, f64>,
+    histograms: &'a BTreeMap<String, crate::engine::stats::Summary>,
+    series: &'a BTreeMap<String, crate::engine::stats::Series>,
 }
 
 /// The `--json` shape shared by every command.

@@ -55,7 +55,7 @@ fn run(py: Python<'_>, text: &str, origin: &str, overrides: Vec<String>, seed: O
 /// [(request, what servicing it raises with LVTPC in NMI mode)]).
 #[pyfunction]
 fn kvm_requests() -> (Vec<&'static str>, Vec<(&'static str, Vec<&'static str>)>, Vec<(&'static str, &'static str)>) {
-    irqlab_core::virt::kvm::requests::table()
+    irqlab_core::components::kvm_x86::requests::table()
 }
 
 /// `irqlab measure` loops (GIL released): ns per gettid call.

@@ -57,9 +57,10 @@ def _worker(kind: str, i: int, barrier: Any, q: Any, warmup: float, interval: fl
         else:
             run = lambda s: _core.host_page_faults(s, mb << 20)  # noqa: E731
         run(warmup)
-        q.put((i, [run(interval) for _ in range(intervals)], None))
+        counts = [run(interval) for _ in range(intervals)]
+        q.put((i, counts, None, sorted(os.sched_getaffinity(0))))
     except Exception as e:  # reported by the parent as one line
-        q.put((i, [], f"{type(e).__name__}: {e}"))
+        q.put((i, [], f"{type(e).__name__}: {e}", []))
 
 
 def per_task(kind: str, tasks: int, warmup: float, interval: float, intervals: int, mb: int = 128,
@@ -73,12 +74,14 @@ def per_task(kind: str, tasks: int, warmup: float, interval: float, intervals: i
     for p in procs:
         p.start()
     counts: dict[int, list[int]] = {}
+    pinned: dict[int, list[int]] = {}
     try:
         for _ in range(tasks):
-            i, c, failure = q.get(timeout=warmup + interval * intervals + 60)
+            i, c, failure, cpus = q.get(timeout=warmup + interval * intervals + 60)
             if failure:
                 raise UserError(f"measure {kind}: task {i} failed: {failure}")
             counts[i] = c
+            pinned[i] = cpus
             if advance:
                 advance()
     finally:
@@ -96,4 +99,5 @@ def per_task(kind: str, tasks: int, warmup: float, interval: float, intervals: i
     series = {name: {"t": [interval * (k + 1) for k in range(intervals)], "v": totals}}
     return _doc(kind, metrics, series,
                 {"tasks": tasks, "warmup_s": warmup, "interval_s": interval, "intervals": intervals,
+                 "task_cpus": [pinned[i] for i in range(tasks)],
                  **({"mb": mb} if kind == "pagefault" else {})})

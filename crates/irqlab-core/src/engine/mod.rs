@@ -2,6 +2,7 @@
 //! events in time, hands them to a model, and offers the bookkeeping every model
 //! needs (RNG streams, statistics, a Perfetto trace writer).
 
+pub mod protocol;
 pub mod queue;
 pub mod rng;
 pub mod sim;
@@ -9,6 +10,7 @@ pub mod stats;
 pub mod time;
 pub mod trace;
 
+pub use protocol::{Outcome, Protocol, Span};
 pub use queue::{EventQueue, HeapQueue};
 pub use sim::{Model, Scheduler, TimerHandle};
 pub use time::Ps;

@@ -27,6 +27,8 @@ pub struct Scheduler<E, Q = HeapQueue<Envelope<E>>> {
     timer_gen: Vec<u32>, // slot 0 unused
     free_slots: Vec<u32>,
     events: u64,
+    /// Events popped with a time before the clock's: a broken queue (the audit).
+    reversals: u64,
     _e: std::marker::PhantomData<E>,
 }
 
@@ -49,6 +51,7 @@ impl<E: Copy> Scheduler<E> {
             timer_gen: vec![0],
             free_slots: Vec::new(),
             events: 0,
+            reversals: 0,
             _e: std::marker::PhantomData,
         }
     }
@@ -61,6 +64,11 @@ impl<E: Copy> Scheduler<E> {
     /// Events handed to the model so far (cancelled timers are not counted).
     pub fn events(&self) -> u64 {
         self.events
+    }
+
+    /// Events the queue handed out earlier than the clock (0 unless the queue is broken).
+    pub fn time_reversals(&self) -> u64 {
+        self.reversals
     }
 
     pub fn pending(&self) -> usize {
@@ -114,6 +122,7 @@ impl<E: Copy> Scheduler<E> {
     pub fn next_before(&mut self, until: Ps) -> Option<E> {
         loop {
             let (t, env) = self.queue.pop_until(until)?;
+            self.reversals += (t < self.now) as u64;
             self.now = t;
             if env.slot != 0 {
                 let g = &mut self.timer_gen[env.slot as usize];

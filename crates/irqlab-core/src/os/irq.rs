@@ -4,15 +4,14 @@
 //! (`invoke_softirq()` is skipped when `in_interrupt()`).
 
 use crate::engine::Scheduler;
-use crate::hw::cpu::{Frame, IrqPhase, Level, Mask, Prio, TaskPhase, Work};
-use crate::hw::msi::Dev;
-use crate::nmi::crosscall::NO_CALL;
-use crate::machine::{Ev, Machine};
+use crate::platform::cpu::{Frame, IrqPhase, Level, Mask, Prio, TaskPhase, Work};
+use crate::platform::machine::{Ev, Machine};
+use crate::platform::parts::{Parts, NO_OWNER};
 
-impl Machine {
+impl<P: Parts> Machine<P> {
     /// The CPU acknowledges a physical interrupt (reads IAR): the pending bit
     /// clears, so a later write raises a new interrupt rather than merging.
-    pub(crate) fn take_physical(&mut self, s: &mut Scheduler<Ev>, c: usize, i: u32) {
+    pub fn take_physical(&mut self, s: &mut Scheduler<Ev>, c: usize, i: u32) {
         let src = &mut self.srcs[i as usize];
         if src.sdei {
             // Firmware dispatch first; the event is consumed when its handler starts.
@@ -74,28 +73,20 @@ impl Machine {
         if !src.special {
             return src.handler;
         }
-        let (handler, sdei, xcall) = (src.handler, src.sdei, src.xcall);
+        let (handler, sdei, owner) = (src.handler, src.sdei, src.owner);
         if sdei {
             src.pending = false;
             let (flow, events) = (src.flow, std::mem::take(&mut src.events));
             self.note_delivery(flow, events);
         }
-        if xcall != NO_CALL {
-            self.crosscall_handled(now, i);
+        if owner == NO_OWNER {
+            return handler;
         }
-        match self.srcs[i as usize].dev {
-            Dev::None => handler,
-            Dev::Cq(q) => self.nvme_reap(s, q),
-            Dev::Rx(q) => {
-                let rx = &mut self.rxqs[q as usize];
-                rx.modq.events += 1;
-                self.nics[rx.group as usize].handler
-            }
-        }
+        P::handler_start(self, s, c, i, owner)
     }
 
     /// The guest takes a virtual interrupt the hypervisor injected.
-    pub(crate) fn take_virtual(&mut self, s: &mut Scheduler<Ev>, c: usize, i: u32) {
+    pub fn take_virtual(&mut self, s: &mut Scheduler<Ev>, c: usize, i: u32) {
         let src = &mut self.srcs[i as usize];
         src.vpending = false;
         let (origin, flow, events) = (src.vraised, src.vflow, src.vevents);
@@ -113,14 +104,9 @@ impl Machine {
         }
     }
 
-    pub(crate) fn irq_phase_done(&mut self, s: &mut Scheduler<Ev>, c: usize, i: u32, phase: IrqPhase, f: Frame) {
+    pub fn irq_phase_done(&mut self, s: &mut Scheduler<Ev>, c: usize, i: u32, phase: IrqPhase, f: Frame) {
         if phase == IrqPhase::Handler && (self.srcs[i as usize].special || self.srcs[i as usize].gsim) {
-            if let Dev::Cq(q) = self.srcs[i as usize].dev {
-                self.nvme_doorbell(s, q);
-            }
-            if f.level == Level::Host && self.srcs[i as usize].gsim {
-                self.gsim_after_handler(s, c, i);
-            }
+            P::handler_end(self, s, c, i, f.level);
         }
         match phase {
             IrqPhase::Entry => {
@@ -145,8 +131,9 @@ impl Machine {
     fn irq_exit(&mut self, s: &mut Scheduler<Ev>, c: usize, level: Level, i: u32) {
         let lv = level as usize;
         self.cpus[c].softirq_work[lv] += self.srcs[i as usize].softirq;
-        if let Dev::Rx(q) = self.srcs[i as usize].dev {
-            self.napi_enqueue(c, q);
+        let owner = self.srcs[i as usize].owner;
+        if owner != NO_OWNER {
+            P::irq_exit(self, c, i, level, owner);
         }
         let work = self.cpus[c].softirq_work[lv];
         let top = *self.cpus[c].top();

@@ -2,5 +2,6 @@
 //! the scheduler (run queues, time slices, context switches).
 
 pub mod irq;
+pub mod manage;
 pub mod napi;
 pub mod sched;

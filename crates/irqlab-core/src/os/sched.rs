@@ -3,19 +3,20 @@
 //! `context_switch()` as a frame with a cost.
 
 use crate::engine::{Ps, Scheduler};
-use crate::hw::cpu::{Frame, Mask, Work};
-use crate::machine::{Ev, Machine};
+use crate::platform::cpu::{Frame, Mask, Work};
+use crate::platform::machine::{Ev, Machine};
+use crate::platform::parts::Parts;
 
-impl Machine {
+impl<P: Parts> Machine<P> {
     /// Whether the current task should give way now: it yields, or its slice
     /// is used up, and someone else is runnable.
-    pub(crate) fn need_resched(&self, c: usize, now: Ps, yielding: bool) -> bool {
+    pub fn need_resched(&self, c: usize, now: Ps, yielding: bool) -> bool {
         let cpu = &self.cpus[c];
         !cpu.rq.is_empty() && (yielding || now - cpu.slice_start >= self.c.timeslice)
     }
 
     /// Saves the current task's frame (already popped) and starts a context switch.
-    pub(crate) fn switch_out(&mut self, s: &mut Scheduler<Ev>, c: usize, saved: Frame) {
+    pub fn switch_out(&mut self, s: &mut Scheduler<Ev>, c: usize, saved: Frame) {
         let cpu = &mut self.cpus[c];
         let cur = cpu.current.take().expect("a task frame was running");
         cpu.rq.push_back(cur);
@@ -26,7 +27,7 @@ impl Machine {
         self.push_frame(s, c, sw);
     }
 
-    pub(crate) fn switch_done(&mut self, s: &mut Scheduler<Ev>, c: usize, next: u32) {
+    pub fn switch_done(&mut self, s: &mut Scheduler<Ev>, c: usize, next: u32) {
         self.pop_frame(s, c);
         let cpu = &mut self.cpus[c];
         cpu.current = Some(next);

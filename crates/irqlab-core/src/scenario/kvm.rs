@@ -5,31 +5,7 @@ use super::{one_u32, Rate, Time};
 use schemars::JsonSchema;
 use serde::{Deserialize, Serialize};
 
-/// The request order: a preset, or the list of request names in service order.
-#[derive(Clone, Debug, Deserialize, Serialize, JsonSchema, PartialEq)]
-#[serde(untagged)]
-pub enum Order {
-    /// `"upstream-before"` (SMI, NMI before PMU, PMI) or `"upstream-after"` (NMI, SMI after PMI).
-    Preset(String),
-    List(Vec<String>),
-}
-
-impl Default for Order {
-    fn default() -> Self {
-        Order::Preset("upstream-before".into())
-    }
-}
-
-/// How the emulated local APIC's LVTPC delivers the guest's PMI.
-#[derive(Clone, Copy, Debug, Default, Deserialize, Serialize, JsonSchema, PartialEq, Eq)]
-#[serde(rename_all = "lowercase")]
-pub enum Lvtpc {
-    /// As perf programs it: an NMI (`kvm_inject_nmi` → KVM_REQ_NMI).
-    #[default]
-    Nmi,
-    /// A fixed vector: an APIC interrupt (KVM_REQ_EVENT).
-    Fixed,
-}
+pub use crate::components::kvm_x86::requests::{Lvtpc, Order};
 
 /// Per-vCPU rates of what makes requests and exits.
 #[derive(Clone, Debug, Default, Deserialize, Serialize, JsonSchema)]
@@ -118,6 +94,6 @@ pub(super) fn check(s: &super::Scenario) -> super::validate::Check {
     if k.vcpus == 0 || k.vcpus > 1024 {
         return err("kvm.vcpus", format!("{}: expected 1 to 1024", k.vcpus));
     }
-    crate::virt::kvm::requests::resolve(&k.order).map_err(|(path, msg)| (format!("kvm.order{path}"), msg))?;
+    crate::components::kvm_x86::requests::resolve(&k.order).map_err(|(path, msg)| (format!("kvm.order{path}"), msg))?;
     Ok(())
 }

@@ -2,8 +2,9 @@
 //! fault, a yield), which is what throughput counts.
 
 use crate::engine::{Ps, Scheduler};
-use crate::hw::cpu::{Frame, Level, Mask, TaskPhase, Work};
-use crate::machine::{Ev, Machine};
+use crate::platform::cpu::{Frame, Level, Mask, TaskPhase, Work};
+use crate::platform::machine::{Ev, Machine};
+use crate::platform::parts::Parts;
 use crate::scenario::ExceptionKind;
 
 pub struct TaskState {
@@ -40,8 +41,8 @@ impl TaskState {
     }
 }
 
-impl Machine {
-    pub(crate) fn task_phase_done(&mut self, s: &mut Scheduler<Ev>, c: usize, t: u32, phase: TaskPhase) {
+impl<P: Parts> Machine<P> {
+    pub fn task_phase_done(&mut self, s: &mut Scheduler<Ev>, c: usize, t: u32, phase: TaskPhase) {
         let task = &self.tasks[t as usize];
         let (kind, body, off, off_mask) = (task.kind, task.body, task.irqs_off, task.irqs_off_mask);
         let w = |phase| Work::Task { task: t, phase };

@@ -1,21 +1,17 @@
-//! MSI sources: a device queue's interrupt vector. Arrivals are Poisson or
-//! periodic (a timer tick), each one an MSI write through the fabric. The
+//! An interrupt source: a device queue's MSI-X vector, an SGI or an SDEI
+//! event. Arrivals are Poisson or periodic (a timer tick), or replayed; the
 //! pending state (the LPI pending bit) lives here, beside the source, because
 //! the interrupt controller pends per interrupt ID, not per write.
 
 use crate::engine::rng::{exp_sample, Rng};
 use crate::engine::time::{s_to_ps, Ps, NEVER};
 use crate::engine::trace::TrackId;
-use crate::hw::cpu::Prio;
+use crate::platform::mask::Prio;
 use rand::Rng as _;
 
-/// Which device queue a vector belongs to (indices into the machine's NVMe CQs or NIC RX queues).
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub enum Dev {
-    None,
-    Cq(u32),
-    Rx(u32),
-}
+/// The owner of a source or NAPI context that no component drives (a plain
+/// scenario `[[source]]`).
+pub const NO_OWNER: u8 = u8::MAX;
 
 pub struct Source {
     pub name: String,
@@ -41,15 +37,13 @@ pub struct Source {
     pub exit: Ps,
     /// Fixed delay of a signal that does not cross the fabric (SGI, SDEI).
     pub latency: Ps,
-    /// The cross-call this source belongs to (`NO_CALL` if none), and its
-    /// `stage * targets + target` index there.
-    pub xcall: u32,
-    pub xtarget: u32,
+    /// The component that created and drives this source (`NO_OWNER` for a
+    /// scenario `[[source]]`), and what the source is in that component's tables.
+    pub owner: u8,
+    pub owner_arg: u32,
     /// An SDEI event: it stays pending through firmware dispatch, so signals
     /// that come before its handler runs merge into one run (edge-triggered).
     pub sdei: bool,
-    /// The device queue behind this vector, if a device model drives it.
-    pub dev: Dev,
 
     /// Device side, the MSI-X table entry's mask bit: while set, the device
     /// holds its message in the Pending Bit Array (`pba`) instead of writing it.
@@ -63,8 +57,8 @@ pub struct Source {
     pub gsim: bool,
     /// The socket whose root complex the device's writes cross.
     pub socket: u32,
-    /// Anything beyond a plain handler: an SDEI event, a cross-call, a device
-    /// queue (set once at build; keeps the common handler path to one test).
+    /// Anything beyond a plain handler: an SDEI event, or a source a component
+    /// owns (set once at build; keeps the common handler path to one test).
     pub special: bool,
 
     /// Physical pending bit, when it was first raised, its flow id, and how many
@@ -132,10 +126,9 @@ impl Source {
             entry,
             exit,
             latency,
-            xcall: crate::nmi::crosscall::NO_CALL,
-            xtarget: 0,
+            owner: NO_OWNER,
+            owner_arg: 0,
             sdei: false,
-            dev: Dev::None,
             masked: false,
             pba: false,
             disabled: false,
@@ -182,74 +175,3 @@ impl Source {
     }
 }
 
-impl crate::machine::Machine {
-    /// The device writes vector `i`'s MSI-X message, unless the vector is
-    /// masked (the message waits in the PBA) or its previous message has not
-    /// entered the fabric yet (this one merges into it).
-    #[inline]
-    pub(crate) fn send_msi(&mut self, s: &mut crate::engine::Scheduler<crate::machine::Ev>, i: u32) {
-        let now = s.now();
-        let src = &mut self.srcs[i as usize];
-        if src.masked {
-            if src.pba {
-                self.n.pba_merged += 1;
-            }
-            src.pba = true;
-            return;
-        }
-        let sk = src.socket;
-        if self.paths.get(sk as usize).is_some_and(|p| p.msi_queued(i)) {
-            self.n.msi_merged_at_device += 1;
-            return;
-        }
-        self.n.writes += 1;
-        self.audit.writes += 1;
-        let flow = self.audit.writes;
-        if self.tracer.on() {
-            let track = self.msi_tracks[src.group as usize];
-            self.tracer.instant(now, track, "msi", &src.name, Some(flow));
-            if let Some(t) = self.backlog_track {
-                self.tracer.counter(now, t, self.fabric.backlog(now) as f64 / 1e3);
-            }
-        }
-        if let Some(p) = self.paths.get_mut(sk as usize) {
-            self.srcs[i as usize].in_fabric.push_back((now, flow));
-            let msi = p.msi;
-            if let Some((_, end)) = p.submit(now, crate::hw::fabric::Write::Msi(i), msi) {
-                s.at(end, crate::machine::Ev::PathDone(sk));
-            }
-            return;
-        }
-        let at = self.fabric.submit(now);
-        if at == now {
-            self.arrive(s, i, now, flow);
-        } else {
-            // The fabric is FIFO, so a source's writes leave it in the order they entered.
-            self.srcs[i as usize].in_fabric.push_back((now, flow));
-            s.at(at, crate::machine::Ev::Arrive(i));
-        }
-    }
-
-    /// Clears the vector's mask bit: a message held in the PBA is written now.
-    pub(crate) fn unmask_msi(&mut self, s: &mut crate::engine::Scheduler<crate::machine::Ev>, i: u32) {
-        let src = &mut self.srcs[i as usize];
-        src.masked = false;
-        if std::mem::take(&mut src.pba) {
-            self.send_msi(s, i);
-        }
-    }
-
-    /// `enable_irq()` after GSIM's timer: a pending interrupt is re-sent
-    /// (`check_irq_resend`) and the vector unmasked.
-    pub(crate) fn enable_source(&mut self, s: &mut crate::engine::Scheduler<crate::machine::Ev>, i: u32) {
-        let src = &mut self.srcs[i as usize];
-        src.disabled = false;
-        if std::mem::take(&mut src.sw_pending) {
-            self.n.resends += 1;
-            self.pend(s, i);
-        }
-        if self.srcs[i as usize].masked {
-            self.unmask_msi(s, i);
-        }
-    }
-}

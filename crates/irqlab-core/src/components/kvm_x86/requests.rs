@@ -2,7 +2,34 @@
 //! path, the order `vcpu_enter_guest()` checks them in, and what servicing
 //! one raises (`kvm_make_request` from inside a handler).
 
-use crate::scenario::{Lvtpc, Order};
+use schemars::JsonSchema;
+use serde::{Deserialize, Serialize};
+
+/// The request order: a preset, or the list of request names in service order.
+#[derive(Clone, Debug, Deserialize, Serialize, JsonSchema, PartialEq)]
+#[serde(untagged)]
+pub enum Order {
+    /// `"upstream-before"` (SMI, NMI before PMU, PMI) or `"upstream-after"` (NMI, SMI after PMI).
+    Preset(String),
+    List(Vec<String>),
+}
+
+impl Default for Order {
+    fn default() -> Self {
+        Order::Preset("upstream-before".into())
+    }
+}
+
+/// How the emulated local APIC's LVTPC delivers the guest's PMI.
+#[derive(Clone, Copy, Debug, Default, Deserialize, Serialize, JsonSchema, PartialEq, Eq)]
+#[serde(rename_all = "lowercase")]
+pub enum Lvtpc {
+    /// As perf programs it: an NMI (`kvm_inject_nmi` → KVM_REQ_NMI).
+    #[default]
+    Nmi,
+    /// A fixed vector: an APIC interrupt (KVM_REQ_EVENT).
+    Fixed,
+}
 
 /// A request bit. `Event` (KVM_REQ_EVENT) is not in the ordered list: it is
 /// checked by event injection, after the list.

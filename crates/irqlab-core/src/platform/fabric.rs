@@ -69,13 +69,12 @@ impl Fabric {
     }
 }
 
-/// A device DMA write waiting for (or crossing) the path: which device queue it lands in.
+/// A device DMA write waiting for (or crossing) the path: the component that
+/// submitted it, and what lands (e.g. an NVMe CQ's completion, an RX queue's packet).
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub enum DmaFor {
-    /// An NVMe completion (data and CQE) for this CQ.
-    Cq(u32),
-    /// A received packet for this RX queue.
-    Rx(u32),
+pub struct DmaFor {
+    pub owner: u8,
+    pub arg: u32,
 }
 
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -198,14 +197,14 @@ mod path_tests {
     #[test]
     fn msi_goes_ahead_of_queued_dma_and_holds_it_back() {
         let mut p = DmaPath::new(300);
-        let first = p.submit(0, Write::Dma(DmaFor::Cq(0)), 40);
-        assert_eq!(first, Some((Write::Dma(DmaFor::Cq(0)), 40)));
-        assert_eq!(p.submit(10, Write::Dma(DmaFor::Cq(1)), 40), None);
+        let first = p.submit(0, Write::Dma(DmaFor { owner: 0, arg: 0 }), 40);
+        assert_eq!(first, Some((Write::Dma(DmaFor { owner: 0, arg: 0 }), 40)));
+        assert_eq!(p.submit(10, Write::Dma(DmaFor { owner: 0, arg: 1 }), 40), None);
         assert_eq!(p.submit(20, Write::Msi(7), 300), None);
         // At 40 the MSI starts before the DMA that queued earlier (after a DMA write, it is the MSIs' turn).
-        assert_eq!(p.done(40), (Write::Dma(DmaFor::Cq(0)), Some((Write::Msi(7), 340))));
-        assert_eq!(p.done(340), (Write::Msi(7), Some((Write::Dma(DmaFor::Cq(1)), 380))));
-        assert_eq!(p.done(380), (Write::Dma(DmaFor::Cq(1)), None));
+        assert_eq!(p.done(40), (Write::Dma(DmaFor { owner: 0, arg: 0 }), Some((Write::Msi(7), 340))));
+        assert_eq!(p.done(340), (Write::Msi(7), Some((Write::Dma(DmaFor { owner: 0, arg: 1 }), 380))));
+        assert_eq!(p.done(380), (Write::Dma(DmaFor { owner: 0, arg: 1 }), None));
         assert_eq!(p.busy_time, 380);
         assert_eq!(p.dma_backlog, 0);
     }

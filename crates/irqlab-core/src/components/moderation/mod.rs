@@ -7,7 +7,9 @@ pub mod gsim;
 
 use crate::engine::time::{Ps, NEVER};
 use crate::engine::{Scheduler, TimerHandle};
-use crate::machine::Ev;
+use crate::platform::machine::Ev;
+
+pub use gsim::GlobalModeration;
 use crate::scenario::{Moderation, ModerationKind};
 
 /// A device queue's moderation state: when its pending work may raise an interrupt.

@@ -1,18 +1,20 @@
-//! The machine: the scenario's components wired together, and the event
-//! dispatch. Behaviour lives with each component (`hw/`, `os/`, `virt/`,
-//! `workload/`) as `impl Machine` blocks; this file only builds and routes.
+//! The machine: the core (CPUs, interrupt controller, fabric, sources, tasks,
+//! tracer, counters) and the components it is built with (`P`, a `parts!`
+//! list). This file assembles them in order and routes events; the core's
+//! behaviour lives in `platform/` and `os/` as `impl Machine` blocks, the
+//! components' in `components/`, reached through the hooks of `parts`.
 
 use crate::engine::rng::stream;
 use crate::engine::stats::{Latency, Series};
 use crate::engine::time::{Ps, NEVER};
-use crate::engine::trace::{TraceBounds, Tracer, TrackId};
-use crate::engine::{Model, Scheduler};
-use crate::hw::cpu::{Cpu, Frame, Level, Mask, Prio, Work};
-use crate::hw::fabric::Fabric;
-use crate::hw::msi::Source;
-use crate::nmi::crosscall::CallState;
-use crate::nmi::pmr::{default_irq_pairs, PmrTax};
-use crate::scenario::{Arrival, Masking, Mechanism, Scenario};
+use crate::engine::trace::{Tracer, TrackId};
+use crate::engine::stats::Report;
+use crate::engine::{Model, Protocol, Scheduler};
+use crate::platform::cpu::{Cpu, Frame, Level, Mask, Prio, Work};
+use crate::platform::fabric::Fabric;
+use crate::platform::source::Source;
+use crate::platform::pmr::{default_irq_pairs, PmrTax};
+use crate::scenario::{Arrival, Masking, Scenario};
 use crate::workload::TaskState;
 use std::collections::{BTreeMap, HashSet};
 
@@ -28,22 +30,36 @@ pub enum Ev {
     Done(u32),
     /// Sample the time series.
     Sample,
-    /// A cross-call's requester sends its next signal.
-    Signal(u32),
-    /// GSIM: a CPU's moderation timer expired; a configuration change (index).
-    GsimTimer(u32),
-    GsimChange(u32),
-    /// NVMe: a disk channel finished an I/O; a completion entry landed; a CQ's
-    /// aggregation time expired.
-    DiskDone(u32),
-    CqeLanded(u32),
-    CqTimer(u32),
-    /// NIC: a packet arrives at an RX queue; its DMA landed; the queue's moderation timer.
-    PktArrive(u32),
-    PktLanded(u32),
-    RxTimer(u32),
     /// A socket's DMA path finished the write in service.
     PathDone(u32),
+    /// A component's own event (`parts::Has::ev`).
+    Part { part: u8, code: u8, arg: u32 },
+}
+
+/// Cumulative totals at the previous sample, so each sample is a rate over its interval.
+#[derive(Clone, Debug, Default)]
+pub struct Snapshot {
+    pub(crate) irqs: u64,
+    pub(crate) ops: u64,
+    pub(crate) hardirq: Ps,
+    pub(crate) idle: Ps,
+}
+
+/// The list of components a machine is built with (see `parts!`).
+pub trait Parts: Default + Sized {
+    fn build(m: &mut Machine<Self>, sc: &Scenario, seed: u64);
+    fn start(m: &mut Machine<Self>, s: &mut Scheduler<Ev>);
+    fn handle(m: &mut Machine<Self>, s: &mut Scheduler<Ev>, part: u8, code: u8, arg: u32);
+    fn handler_start(m: &mut Machine<Self>, s: &mut Scheduler<Ev>, c: usize, i: u32, owner: u8) -> Ps;
+    fn handler_end(m: &mut Machine<Self>, s: &mut Scheduler<Ev>, c: usize, i: u32, level: Level);
+    fn irq_exit(m: &mut Machine<Self>, c: usize, i: u32, level: Level, owner: u8);
+    fn dma_landed(m: &mut Machine<Self>, s: &mut Scheduler<Ev>, owner: u8, arg: u32);
+    fn napi_poll(m: &mut Machine<Self>, owner: u8, arg: u32) -> Ps;
+    fn napi_done(m: &mut Machine<Self>, s: &mut Scheduler<Ev>, owner: u8, arg: u32) -> bool;
+    fn sample(m: &mut Machine<Self>, now: Ps);
+    fn reset(m: &mut Machine<Self>, now: Ps);
+    fn report(m: &mut Machine<Self>, r: &mut Report, now: Ps, secs: f64);
+    fn audit(m: &mut Machine<Self>);
 }
 
 /// Costs from the scenario, in ps, converted once. Under pseudo-NMI the
@@ -93,8 +109,8 @@ pub struct Audit {
     /// Writes (completions) handed to a handler: host handler, or guest handler for VM sources.
     pub events_delivered: u64,
     pub double_deliveries: u64,
+    /// Events handed out of time order (the scheduler's audit, copied here).
     pub time_reversals: u64,
-    pub last_now: Ps,
     /// Flow ids of delivered interrupts, kept only when auditing.
     pub delivered: Option<HashSet<u64>>,
     /// Closed-loop I/Os: how many the jobs own, and how many were found somewhere at the end.
@@ -109,7 +125,19 @@ pub struct Audit {
     pub disabled_at_end: u64,
 }
 
-pub struct Machine {
+/// A NAPI context (`struct napi_struct`): a component's queue polled in softirq.
+#[derive(Clone, Copy, Debug)]
+pub struct Napi {
+    /// The component that polls it, and its queue there.
+    pub owner: u8,
+    pub arg: u32,
+    pub cpu: u32,
+    pub level: Level,
+    /// `NAPI_STATE_SCHED`: on its CPU's poll list, or being polled.
+    pub scheduled: bool,
+}
+
+pub struct Machine<P> {
     pub c: Costs,
     pub cpus: Vec<Cpu>,
     pub srcs: Vec<Source>,
@@ -119,18 +147,12 @@ pub struct Machine {
     pub fabric: Fabric,
     /// The shared DMA + MSI path of each socket's root complex, when devices DMA
     /// through the fabric (empty otherwise).
-    pub paths: Vec<crate::hw::fabric::DmaPath>,
+    pub paths: Vec<crate::platform::fabric::DmaPath>,
     pub dma_write: Ps,
     pub n: Counters,
     pub audit: Audit,
     pub tracer: Tracer,
-    pub calls: Vec<CallState>,
-    pub gsim: Option<crate::moderation::gsim::Gsim>,
-    pub disks: Vec<crate::hw::nvme::Disk>,
-    pub cqs: Vec<crate::hw::nvme::Cq>,
-    pub nvme: Vec<crate::hw::nvme::NvmeGroup>,
-    pub rxqs: Vec<crate::hw::nic::RxQueue>,
-    pub nics: Vec<crate::hw::nic::NicGroup>,
+    pub napis: Vec<Napi>,
     /// Costs of a device vector's IRQ entry and exit (pseudo-NMI tax included).
     pub irq_entry: Ps,
     pub irq_exit: Ps,
@@ -140,20 +162,17 @@ pub struct Machine {
     pub end: Ps,
     pub interval: Ps,
     pub series: BTreeMap<String, Series>,
-    pub last_sample: crate::report::Snapshot,
+    pub last_sample: Snapshot,
+    /// The components (`components::Components` in a real run).
+    pub parts: P,
 }
 
-impl Machine {
-    pub fn new(sc: &Scenario, seed: u64, trace: bool) -> Machine {
+impl<P: Parts> Machine<P> {
+    /// Assembles the machine: the core from the scenario (CPUs, sources, tasks,
+    /// fabric), then every component in registration order.
+    pub fn new(sc: &Scenario, seed: u64, mut tracer: Tracer) -> Machine<P> {
         let warmup = sc.warmup.ps();
         let end = sc.duration.ps();
-        let mut tracer = if trace {
-            let start = sc.trace.start.map(|t| t.ps()).unwrap_or(warmup);
-            let stop = sc.trace.end.map(|t| t.ps()).unwrap_or(end);
-            Tracer::new(TraceBounds { start, end: stop, max_events: sc.trace.max_events as usize })
-        } else {
-            Tracer::disabled()
-        };
         let mut vcpu_of = vec![None; sc.platform.cpus as usize];
         for (v, vm) in sc.vms.iter().enumerate() {
             for (i, &p) in vm.pcpus.iter().enumerate() {
@@ -191,7 +210,7 @@ impl Machine {
         let irq_entry = sc.cpu.irq_entry.ps() + pmr.entry + pmr.irq;
         let irq_exit = sc.cpu.irq_exit.ps() + pmr.exit;
         let mut srcs = Vec::new();
-        let mut src_groups: Vec<String> = sc.sources.iter().map(|s| s.name.clone()).collect();
+        let src_groups: Vec<String> = sc.sources.iter().map(|s| s.name.clone()).collect();
         let mut msi_tracks = Vec::new();
         for (g, s) in sc.sources.iter().enumerate() {
             let track = tracer.track(&format!("{} msi", s.name), None);
@@ -207,56 +226,10 @@ impl Machine {
                 src.stop = s.stop.map(|t| t.ps()).unwrap_or(NEVER);
                 src.vm = vm;
                 src.softirq = s.softirq.ps();
-                src.gsim = sc.gsim.is_some();
                 src.special = false;
                 src.track = track;
                 srcs.push(src);
             }
-        }
-        let mut calls = Vec::new();
-        for (k, x) in sc.crosscalls.iter().enumerate() {
-            let targets: Vec<u32> = match &x.targets {
-                Some(t) => t.clone(),
-                None => (0..sc.platform.cpus).filter(|&c| c != x.from).collect(),
-            };
-            let n = targets.len() as u32;
-            let mut ids = Vec::new();
-            for (stage, &m) in x.mechanisms.iter().enumerate() {
-                let group = format!("crosscall.{}.{}", x.name, m.name());
-                msi_tracks.push(tracer.track(&group, None));
-                src_groups.push(group.clone());
-                let (prio, entry, exit, latency) = match m {
-                    Mechanism::Ipi => (Prio::Normal, irq_entry, irq_exit, sc.cpu.sgi_latency.ps()),
-                    Mechanism::PseudoNmi => (Prio::Nmi, irq_entry, irq_exit, sc.cpu.sgi_latency.ps()),
-                    Mechanism::Nmi => (Prio::Super, irq_entry, irq_exit, sc.cpu.sgi_latency.ps()),
-                    Mechanism::Sdei => (Prio::Super, sc.cpu.sdei.dispatch.ps(), sc.cpu.sdei.complete.ps(), sc.cpu.sdei.signal.ps()),
-                };
-                for (j, &cpu) in targets.iter().enumerate() {
-                    let name = format!("{group}.cpu{cpu}");
-                    ids.push(srcs.len() as u32);
-                    srcs.push(Source::new(name, (src_groups.len() - 1) as u32, cpu, x.handler.ps(), prio, entry, exit, latency));
-                    let src = srcs.last_mut().expect("just pushed");
-                    src.xcall = k as u32;
-                    src.xtarget = stage as u32 * n + j as u32;
-                    src.sdei = m == Mechanism::Sdei;
-                    src.track = *msi_tracks.last().expect("just pushed");
-                }
-            }
-            calls.push(CallState {
-                name: x.name.clone(),
-                at: x.at.ps(),
-                reached: vec![None; targets.len()],
-                targets,
-                mechanisms: x.mechanisms.clone(),
-                srcs: ids,
-                timeout: x.timeout.map(|t| t.ps()).unwrap_or(0),
-                signals: x.signals,
-                interval: x.signal_interval.ps(),
-                stage: 0,
-                rep: 0,
-                handler_runs: 0,
-                signals_sent: 0,
-            });
         }
         let mut tasks = Vec::new();
         for (g, t) in sc.tasks.iter().enumerate() {
@@ -312,13 +285,7 @@ impl Machine {
             n: Counters::default(),
             audit: Audit::default(),
             tracer,
-            calls,
-            gsim: None,
-            disks: Vec::new(),
-            cqs: Vec::new(),
-            nvme: Vec::new(),
-            rxqs: Vec::new(),
-            nics: Vec::new(),
+            napis: Vec::new(),
             irq_entry,
             irq_exit,
             msi_tracks,
@@ -328,15 +295,41 @@ impl Machine {
             interval: sc.stats.series_interval.map(|t| t.ps()).unwrap_or((span / 100).max(1)),
             series: BTreeMap::new(),
             last_sample: Default::default(),
+            parts: P::default(),
         };
         if sc.fabric.dma_write.ps() > 0 || sc.fabric.dma_per_kib.ps() > 0 {
-            m.paths = (0..sc.platform.sockets).map(|_| crate::hw::fabric::DmaPath::new(sc.fabric.msi_write.ps())).collect();
+            m.paths = (0..sc.platform.sockets).map(|_| crate::platform::fabric::DmaPath::new(sc.fabric.msi_write.ps())).collect();
         }
         m.dma_write = sc.fabric.dma_write.ps();
-        m.add_gsim(sc);
-        m.add_nvme(sc, seed);
-        m.add_nics(sc, seed);
+        P::build(&mut m, sc, seed);
         m
+    }
+
+    /// A source of a group (a track and a name in the report), owned by a
+    /// component: no arrivals of its own; the owner raises it (`send_msi`,
+    /// `raise_direct`) and gets its hooks. Returns its index.
+    #[allow(clippy::too_many_arguments)]
+    pub fn add_source(&mut self, name: String, group: u32, cpu: u32, handler: Ps, prio: Prio, entry: Ps, exit: Ps, latency: Ps, owner: u8, owner_arg: u32) -> u32 {
+        let i = self.srcs.len() as u32;
+        let mut src = Source::new(name, group, cpu, handler, prio, entry, exit, latency);
+        src.owner = owner;
+        src.owner_arg = owner_arg;
+        src.track = self.msi_tracks[group as usize];
+        self.srcs.push(src);
+        i
+    }
+
+    /// A group of sources: one MSI track in the trace, one `source.NAME` line in the report.
+    pub fn add_group(&mut self, name: &str, track: &str) -> u32 {
+        self.msi_tracks.push(self.tracer.track(track, None));
+        self.src_groups.push(name.to_string());
+        (self.src_groups.len() - 1) as u32
+    }
+
+    /// Registers a NAPI context (`netif_napi_add`); returns its id.
+    pub fn napi_register(&mut self, owner: u8, arg: u32, cpu: u32, level: Level) -> u32 {
+        self.napis.push(Napi { owner, arg, cpu, level, scheduled: false });
+        (self.napis.len() - 1) as u32
     }
 
     /// Puts every CPU's first frame in place and schedules the first arrivals.
@@ -360,10 +353,7 @@ impl Machine {
                 s.at(first, Ev::Fire(i as u32));
             }
         }
-        for (k, call) in self.calls.iter().enumerate() {
-            s.at(call.at, Ev::Signal(k as u32));
-        }
-        self.start_devices(s);
+        P::start(self, s);
         s.at(self.warmup + self.interval, Ev::Sample);
     }
 
@@ -381,7 +371,7 @@ impl Machine {
     /// The interrupt controller sets the pending bit, or merges into it. For a
     /// disabled interrupt the OS masks the vector and marks it pending instead.
     #[inline]
-    pub(crate) fn arrive(&mut self, s: &mut Scheduler<Ev>, i: u32, raised: Ps, flow: u64) {
+    pub fn arrive(&mut self, s: &mut Scheduler<Ev>, i: u32, raised: Ps, flow: u64) {
         self.audit.arrived += 1;
         let src = &mut self.srcs[i as usize];
         if src.pending || src.sw_pending {
@@ -405,7 +395,7 @@ impl Machine {
     /// Sets the pending bit at the CPU's interrupt controller and takes the
     /// interrupt at once if the running code admits it.
     #[inline]
-    pub(crate) fn pend(&mut self, s: &mut Scheduler<Ev>, i: u32) {
+    pub fn pend(&mut self, s: &mut Scheduler<Ev>, i: u32) {
         let src = &mut self.srcs[i as usize];
         src.pending = true;
         let (c, prio) = (src.cpu as usize, src.prio);
@@ -450,21 +440,16 @@ impl Machine {
         for p in &mut self.paths {
             p.reset();
         }
-        self.reset_devices(now);
+        P::reset(self, now);
         self.last_sample = Default::default();
     }
 }
 
-impl Model for Machine {
+impl<P: Parts> Model for Machine<P> {
     type Event = Ev;
 
     #[inline]
     fn handle(&mut self, s: &mut Scheduler<Ev>, ev: Ev) {
-        let now = s.now();
-        if now < self.audit.last_now {
-            self.audit.time_reversals += 1;
-        }
-        self.audit.last_now = now;
         match ev {
             Ev::Fire(i) => self.fire(s, i),
             Ev::Arrive(i) => {
@@ -478,21 +463,42 @@ impl Model for Machine {
                 self.run_top(s, c as usize);
             }
             Ev::Sample => {
+                let now = s.now();
                 self.sample(now);
                 if now + self.interval <= self.end {
                     s.at(now + self.interval, Ev::Sample);
                 }
             }
-            Ev::Signal(k) => self.crosscall_signal(s, k),
-            Ev::GsimTimer(c) => self.gsim_timer(s, c as usize),
-            Ev::GsimChange(k) => self.gsim_change(now, k),
-            Ev::DiskDone(d) => self.disk_done(s, d),
             Ev::PathDone(k) => self.path_done(s, k),
-            Ev::CqeLanded(q) => self.cqe_landed(s, q),
-            Ev::CqTimer(q) => self.cq_timer(s, q),
-            Ev::PktArrive(q) => self.pkt_arrive(s, q),
-            Ev::PktLanded(q) => self.pkt_landed(s, q),
-            Ev::RxTimer(q) => self.rx_timer(s, q),
+            Ev::Part { part, code, arg } => P::handle(self, s, part, code, arg),
         }
+    }
+}
+
+impl<P: Parts> Protocol for Machine<P> {
+    type Config = Scenario;
+    /// The lifetime audit, and the writes not yet handed to a handler at the end.
+    type Audit = (Audit, u64);
+
+    fn build(sc: &Scenario, seed: u64, tracer: Tracer) -> Self {
+        Machine::new(sc, seed, tracer)
+    }
+
+    fn start(&mut self, s: &mut Scheduler<Ev>) {
+        Machine::start(self, s)
+    }
+
+    fn reset(&mut self, now: Ps) {
+        self.reset_stats(now)
+    }
+
+    fn report(&mut self, now: Ps, events: u64) -> Report {
+        Machine::report(self, now, events)
+    }
+
+    fn finish(&mut self, _now: Ps) -> ((Audit, u64), Tracer) {
+        let pending = self.pending_events();
+        P::audit(self);
+        ((self.audit.clone(), pending), std::mem::replace(&mut self.tracer, Tracer::disabled()))
     }
 }

@@ -7,10 +7,28 @@
 //! that interrupts on the CPU is disabled (lazily: a source that fires again is
 //! masked at the device and marked pending), and on expiry all are re-enabled.
 
+use crate::engine::stats::Report;
 use crate::engine::time::{Ps, PS_PER_NS};
 use crate::engine::{Scheduler, TimerHandle};
-use crate::hw::cpu::Class;
-use crate::machine::{Ev, Machine};
+use crate::platform::cpu::{Class, Level};
+use crate::platform::machine::{Ev, Machine};
+use crate::platform::parts::{Component, Has, NO_OWNER};
+use crate::scenario::Scenario;
+
+crate::part_events! {
+    pub enum GsimEv {
+        /// A CPU's moderation timer expired (the argument is the CPU).
+        Timer,
+        /// A configuration change (`[[gsim.change]]`, by index).
+        Change,
+    }
+}
+
+/// GSIM as a component of the machine: absent unless the scenario has `[gsim]`.
+#[derive(Default)]
+pub struct GlobalModeration {
+    pub gsim: Option<Gsim>,
+}
 
 /// Below this the law drops the delay to 0 (and raises it to this from 0).
 pub const MIN_MOD_NS: u64 = 500;
@@ -175,89 +193,188 @@ impl Gsim {
     }
 }
 
-impl Machine {
-    /// The hook after a moderated interrupt's handler on CPU `c`.
-    pub(crate) fn gsim_after_handler(&mut self, s: &mut Scheduler<Ev>, c: usize, i: u32) {
-        let now = s.now();
-        let Some(g) = self.gsim.as_mut() else { return };
-        g.total += 1;
-        let st = &mut g.cpus[c];
-        st.count += 1;
-        st.epoch_irqs += 1;
-        if st.count % g.clock_every == 0 && now - st.last_run >= g.p.update_ns * PS_PER_NS {
-            self.gsim_run_law(now, c);
+impl Component for GlobalModeration {
+    type Ev = GsimEv;
+
+    fn build<P: Has<Self>>(m: &mut Machine<P>, sc: &Scenario, _seed: u64) -> Self {
+        let Some(g) = &sc.gsim else { return GlobalModeration::default() };
+        let p = Params {
+            delay_ns: g.delay_us as u64 * 1000,
+            target_intr_rate: g.target_intr_rate.0 as u64,
+            hardirq_percent: g.hardirq_percent as u64,
+            update_ns: g.update_ms as u64 * 1_000_000,
+            scale: g.scale as u64,
+        };
+        let changes = g
+            .change
+            .iter()
+            .map(|c| {
+                let q = Params {
+                    delay_ns: c.delay_us.map(|d| d as u64 * 1000).unwrap_or(p.delay_ns),
+                    target_intr_rate: c.target_intr_rate.map(|r| r.0 as u64).unwrap_or(p.target_intr_rate),
+                    hardirq_percent: c.hardirq_percent.map(|h| h as u64).unwrap_or(p.hardirq_percent),
+                    ..p
+                };
+                (c.at.ps(), q)
+            })
+            .collect();
+        // Plain sources are moderated too (the patch moderates every eligible
+        // edge MSI); a component's sources say so themselves when they are built.
+        for s in &mut m.srcs {
+            if s.owner == NO_OWNER {
+                s.gsim = true;
+            }
         }
-        let g = self.gsim.as_mut().expect("checked above");
-        let st = &mut g.cpus[c];
-        if st.mod_ns == 0 && st.timer.is_none() {
+        GlobalModeration { gsim: Some(Gsim::new(p, g.min_sleep.ps() / PS_PER_NS, g.clock_every as u64, m.cpus.len(), changes)) }
+    }
+
+    fn start<P: Has<Self>>(m: &mut Machine<P>, s: &mut Scheduler<Ev>) {
+        if let Some(g) = &m.parts.get_ref().gsim {
+            for (k, (at, _)) in g.changes.iter().enumerate() {
+                s.at(*at, P::ev(GsimEv::Change, k as u32));
+            }
+        }
+    }
+
+    fn handle<P: Has<Self>>(m: &mut Machine<P>, s: &mut Scheduler<Ev>, ev: GsimEv, arg: u32) {
+        match ev {
+            GsimEv::Timer => timer(m, s, arg as usize),
+            GsimEv::Change => change(m, s.now(), arg),
+        }
+    }
+
+    #[inline]
+    fn handler_end<P: Has<Self>>(m: &mut Machine<P>, s: &mut Scheduler<Ev>, c: usize, i: u32, level: Level) {
+        if level == Level::Host && m.srcs[i as usize].gsim {
+            after_handler(m, s, c, i);
+        }
+    }
+
+    fn sample<P: Has<Self>>(m: &mut Machine<P>, now: Ps) {
+        let since = now - m.interval;
+        if let Some(g) = &mut m.parts.get().gsim {
+            let v = g.take_mean_mod_ns(now, since);
+            let mean = v.iter().sum::<f64>() / v.len().max(1) as f64;
+            m.push_series("gsim_mod_ns", now, mean);
+        }
+    }
+
+    fn reset<P: Has<Self>>(m: &mut Machine<P>, now: Ps) {
+        if let Some(g) = &mut m.parts.get().gsim {
+            g.reset_stats(now);
+        }
+    }
+
+    fn report<P: Has<Self>>(m: &mut Machine<P>, r: &mut Report, now: Ps, secs: f64) {
+        let (warmup, masked, resends) = (m.warmup, m.n.masked_while_disabled, m.n.resends);
+        let Some(g) = &mut m.parts.get().gsim else { return };
+        let means = g.mean_mod_ns(now, warmup);
+        for (c, v) in means.iter().enumerate() {
+            r.metric(format!("cpu{c}.gsim_mod_ns"), *v);
+        }
+        r.metric("gsim.mod_ns", means.iter().sum::<f64>() / means.len().max(1) as f64);
+        r.metric("gsim.timers_per_s", g.timers_started as f64 / secs);
+        r.metric("gsim.disables_per_s", g.disables as f64 / secs);
+        r.metric("gsim.masked_while_disabled", masked as f64);
+        r.metric("gsim.resends", resends as f64);
+    }
+
+    /// Sources left disabled at the end, and those with no queued timer to re-enable them.
+    fn audit<P: Has<Self>>(m: &mut Machine<P>) {
+        let listed: std::collections::HashSet<u32> = m
+            .parts
+            .get_ref()
+            .gsim
+            .iter()
+            .flat_map(|g| g.cpus.iter().filter(|c| c.timer.is_some()).flat_map(|c| c.list.iter().copied()))
+            .collect();
+        m.audit.disabled_at_end = m.srcs.iter().filter(|s| s.disabled).count() as u64;
+        m.audit.disabled_orphans =
+            m.srcs.iter().enumerate().filter(|(i, s)| s.disabled && !listed.contains(&(*i as u32))).count() as u64;
+    }
+}
+
+/// The hook after a moderated interrupt's handler on CPU `c`.
+pub(crate) fn after_handler<P: Has<GlobalModeration>>(m: &mut Machine<P>, s: &mut Scheduler<Ev>, c: usize, i: u32) {
+    let now = s.now();
+    let Some(g) = m.parts.get().gsim.as_mut() else { return };
+    g.total += 1;
+    let st = &mut g.cpus[c];
+    st.count += 1;
+    st.epoch_irqs += 1;
+    if st.count % g.clock_every == 0 && now - st.last_run >= g.p.update_ns * PS_PER_NS {
+        run_law(m, now, c);
+    }
+    let g = m.parts.get().gsim.as_mut().expect("checked above");
+    let st = &mut g.cpus[c];
+    if st.mod_ns == 0 && st.timer.is_none() {
+        return;
+    }
+    if st.timer.is_none() {
+        st.sleep_ns += st.mod_ns;
+        if st.sleep_ns < g.min_sleep_ns {
             return;
         }
-        if st.timer.is_none() {
-            st.sleep_ns += st.mod_ns;
-            if st.sleep_ns < g.min_sleep_ns {
-                return;
-            }
-            st.timer = Some(s.timer_after(st.sleep_ns * PS_PER_NS, Ev::GsimTimer(c as u32)));
-            g.timers_started += 1;
-        }
-        if !self.srcs[i as usize].disabled {
-            self.srcs[i as usize].disabled = true;
-            g.disables += 1;
-            g.cpus[c].list.push(i);
-        }
+        st.timer = Some(s.timer_after(st.sleep_ns * PS_PER_NS, P::ev(GsimEv::Timer, c as u32)));
+        g.timers_started += 1;
     }
-
-    fn gsim_run_law(&mut self, now: Ps, c: usize) {
-        self.cpus[c].account(now);
-        let hardirq = self.cpus[c].class_time(Class::Hardirq);
-        let g = self.gsim.as_mut().expect("gsim on");
-        let period = g.p.update_ns * PS_PER_NS;
-        // "CPUs that reported in the period": a CPU reports when its 16th-interrupt
-        // check finds a period gone, so its reports are a little over a period
-        // apart; counting the last two periods sees every CPU that is reporting.
-        let active = g.cpus.iter().filter(|x| x.count > 0 && now - x.last_run <= 2 * period).count().max(1) as u64;
-        let st = &g.cpus[c];
-        // Stats resets zero the CPU's class times: never read a negative difference.
-        let e = Epoch {
-            epoch_ns: (now - st.last_run) / PS_PER_NS,
-            local_irqs: st.epoch_irqs,
-            global_irqs: g.total - st.global_at_last_run,
-            active_cpus: active,
-            hardirq_ns: hardirq.saturating_sub(st.hardirq_at_last_run) / PS_PER_NS,
-        };
-        let m = law(st.mod_ns, &e, &g.p);
-        g.set_mod(c, now, m);
-        let st = &mut g.cpus[c];
-        st.last_run = now;
-        st.epoch_irqs = 0;
-        st.global_at_last_run = g.total;
-        st.hardirq_at_last_run = hardirq;
+    if m.disable_source(i) {
+        let g = m.parts.get().gsim.as_mut().expect("checked above");
+        g.disables += 1;
+        g.cpus[c].list.push(i);
     }
+}
 
-    /// The per-CPU hrtimer fired: re-enable every source it held.
-    pub(crate) fn gsim_timer(&mut self, s: &mut Scheduler<Ev>, c: usize) {
-        let g = self.gsim.as_mut().expect("gsim on");
-        let st = &mut g.cpus[c];
-        st.timer = None;
-        st.sleep_ns = 0;
-        let list = std::mem::take(&mut st.list);
-        for &i in &list {
-            self.enable_source(s, i);
-        }
-        // Keep the allocation: the list is refilled every period.
-        let mut list = list;
-        list.clear();
-        self.gsim.as_mut().expect("gsim on").cpus[c].list = list;
+fn run_law<P: Has<GlobalModeration>>(m: &mut Machine<P>, now: Ps, c: usize) {
+    m.cpus[c].account(now);
+    let hardirq = m.cpus[c].class_time(Class::Hardirq);
+    let g = m.parts.get().gsim.as_mut().expect("gsim on");
+    let period = g.p.update_ns * PS_PER_NS;
+    // "CPUs that reported in the period": a CPU reports when its 16th-interrupt
+    // check finds a period gone, so its reports are a little over a period
+    // apart; counting the last two periods sees every CPU that is reporting.
+    let active = g.cpus.iter().filter(|x| x.count > 0 && now - x.last_run <= 2 * period).count().max(1) as u64;
+    let st = &g.cpus[c];
+    // Stats resets zero the CPU's class times: never read a negative difference.
+    let e = Epoch {
+        epoch_ns: (now - st.last_run) / PS_PER_NS,
+        local_irqs: st.epoch_irqs,
+        global_irqs: g.total - st.global_at_last_run,
+        active_cpus: active,
+        hardirq_ns: hardirq.saturating_sub(st.hardirq_at_last_run) / PS_PER_NS,
+    };
+    let m = law(st.mod_ns, &e, &g.p);
+    g.set_mod(c, now, m);
+    let st = &mut g.cpus[c];
+    st.last_run = now;
+    st.epoch_irqs = 0;
+    st.global_at_last_run = g.total;
+    st.hardirq_at_last_run = hardirq;
+}
+
+/// The per-CPU hrtimer fired: re-enable every source it held.
+fn timer<P: Has<GlobalModeration>>(m: &mut Machine<P>, s: &mut Scheduler<Ev>, c: usize) {
+    let g = m.parts.get().gsim.as_mut().expect("gsim on");
+    let st = &mut g.cpus[c];
+    st.timer = None;
+    st.sleep_ns = 0;
+    let list = std::mem::take(&mut st.list);
+    for &i in &list {
+        m.enable_source(s, i);
     }
+    // Keep the allocation: the list is refilled every period.
+    let mut list = list;
+    list.clear();
+    m.parts.get().gsim.as_mut().expect("gsim on").cpus[c].list = list;
+}
 
-    /// A procfs write: new targets, and `mod_ns` restarts from `delay_ns`.
-    pub(crate) fn gsim_change(&mut self, now: Ps, k: u32) {
-        let g = self.gsim.as_mut().expect("gsim on");
-        g.p = g.changes[k as usize].1;
-        let d = g.p.delay_ns;
-        for c in 0..g.cpus.len() {
-            g.set_mod(c, now, d);
-        }
+/// A procfs write: new targets, and `mod_ns` restarts from `delay_ns`.
+fn change<P: Has<GlobalModeration>>(m: &mut Machine<P>, now: Ps, k: u32) {
+    let g = m.parts.get().gsim.as_mut().expect("gsim on");
+    g.p = g.changes[k as usize].1;
+    let d = g.p.delay_ns;
+    for c in 0..g.cpus.len() {
+        g.set_mod(c, now, d);
     }
 }
 

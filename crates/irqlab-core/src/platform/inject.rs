@@ -5,14 +5,13 @@
 //! injects the virtual interrupt, and re-enters; the guest takes it when its own
 //! mask allows.
 
-pub mod kvm;
-
 use crate::engine::{Ps, Scheduler};
-use crate::hw::cpu::{Frame, HypPhase, Level, Mask, Work};
-use crate::machine::{Ev, Machine};
+use crate::platform::cpu::{Frame, HypPhase, Level, Mask, Work};
+use crate::platform::machine::{Ev, Machine};
+use crate::platform::parts::Parts;
 
-impl Machine {
-    pub(crate) fn take_for_guest(&mut self, s: &mut Scheduler<Ev>, c: usize, i: u32, origin: Ps, flow: u64, events: u32) {
+impl<P: Parts> Machine<P> {
+    pub fn take_for_guest(&mut self, s: &mut Scheduler<Ev>, c: usize, i: u32, origin: Ps, flow: u64, events: u32) {
         self.srcs[i as usize].inflight += events;
         self.n.vm_exits += 1;
         let mut f = Frame::new(Work::Hyp { src: i, phase: HypPhase::Exit }, Level::Host, Mask::Daif, self.c.hyp_exit);
@@ -21,7 +20,7 @@ impl Machine {
         self.push_frame(s, c, f);
     }
 
-    pub(crate) fn hyp_phase_done(&mut self, s: &mut Scheduler<Ev>, c: usize, i: u32, phase: HypPhase, f: Frame) {
+    pub fn hyp_phase_done(&mut self, s: &mut Scheduler<Ev>, c: usize, i: u32, phase: HypPhase, f: Frame) {
         let w = |phase| Work::Hyp { src: i, phase };
         match phase {
             HypPhase::Exit => self.set_phase(s, c, w(HypPhase::Handler), Mask::Daif, self.c.hyp_handler),

@@ -6,7 +6,8 @@
 use crate::engine::time::Ps;
 use crate::engine::trace::TrackId;
 use crate::engine::TimerHandle;
-use crate::hw::irqchip::Pending;
+use crate::platform::irqchip::Pending;
+pub use crate::platform::mask::{Mask, Prio};
 use std::collections::VecDeque;
 
 /// Exception level of the code in a frame: the host kernel (and hypervisor), or
@@ -15,46 +16,6 @@ use std::collections::VecDeque;
 pub enum Level {
     Host = 0,
     Guest = 1,
-}
-
-/// What the running code masks.
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub enum Mask {
-    /// Interrupts enabled.
-    Open,
-    /// `ICC_PMR_EL1` at the "IRQs off" priority (pseudo-NMI): NMI-priority interrupts still get through.
-    Pmr,
-    /// `PSTATE.DAIF.I` set: no IRQ gets through, pseudo-NMIs included (exception
-    /// entry and exit always run like this). Only what bypasses DAIF.I does:
-    /// firmware-dispatched SDEI events and FEAT_NMI superpriority interrupts.
-    Daif,
-    /// Everything masked, superpriority too (`PSTATE.ALLINT`, or the body of an
-    /// SDEI/NMI handler that must not nest).
-    All,
-}
-
-/// Interrupt priority classes, lowest first.
-#[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord)]
-pub enum Prio {
-    /// An ordinary IRQ (device MSI, SGI used as IPI).
-    Normal = 0,
-    /// GIC priority above the PMR "IRQs off" value: a pseudo-NMI.
-    Nmi = 1,
-    /// Beyond DAIF.I: an SDEI event dispatched by EL3 firmware, or a FEAT_NMI
-    /// superpriority interrupt.
-    Super = 2,
-}
-
-impl Mask {
-    #[inline]
-    pub fn admits(self, p: Prio) -> bool {
-        match self {
-            Mask::Open => true,
-            Mask::Pmr => p >= Prio::Nmi,
-            Mask::Daif => p == Prio::Super,
-            Mask::All => false,
-        }
-    }
 }
 
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]

@@ -2,37 +2,28 @@
 
 use crate::engine::stats::Report;
 use crate::engine::time::{ps_to_s, Ps};
-use crate::hw::cpu::{Class, Level, CLASSES};
-use crate::machine::Machine;
+use crate::platform::cpu::{Class, Level, CLASSES};
+use crate::platform::machine::{Machine, Parts, Snapshot};
 
-/// Cumulative totals at the previous sample, so each sample is a rate over its interval.
-#[derive(Clone, Debug, Default)]
-pub struct Snapshot {
-    irqs: u64,
-    ops: u64,
-    hardirq: Ps,
-    idle: Ps,
-    ios: u64,
-    payload: u64,
-}
-
-impl Machine {
+impl<P: Parts> Machine<P> {
     fn snapshot(&mut self, now: Ps) -> Snapshot {
         for c in &mut self.cpus {
             c.account(now);
         }
-        let (ios, payload) = self.device_totals();
         Snapshot {
             irqs: self.n.host_irqs + self.n.guest_irqs,
             ops: self.tasks.iter().map(|t| t.ops).sum(),
             hardirq: self.cpus.iter().map(|c| c.class_time(Class::Hardirq)).sum(),
             idle: self.cpus.iter().map(|c| c.class_time(Class::Idle)).sum(),
-            ios,
-            payload,
         }
     }
 
-    pub(crate) fn sample(&mut self, now: Ps) {
+    /// Pushes a point of a time series (a component's too).
+    pub fn push_series(&mut self, name: &str, now: Ps, v: f64) {
+        self.series.entry(name.to_string()).or_default().push(now, v);
+    }
+
+    pub fn sample(&mut self, now: Ps) {
         let cur = self.snapshot(now);
         let prev = std::mem::replace(&mut self.last_sample, cur.clone());
         let dt = ps_to_s(self.interval);
@@ -44,17 +35,7 @@ impl Machine {
         if !self.tasks.is_empty() {
             push("ops_per_s", (cur.ops - prev.ops) as f64 / dt);
         }
-        if !self.nvme.is_empty() {
-            push("iops", (cur.ios - prev.ios) as f64 / dt);
-        }
-        if !self.nics.is_empty() {
-            push("goodput_gbps", (cur.payload - prev.payload) as f64 * 8.0 / dt / 1e9);
-        }
-        if let Some(g) = &mut self.gsim {
-            let m = g.take_mean_mod_ns(now, now - self.interval);
-            let mean = m.iter().sum::<f64>() / m.len().max(1) as f64;
-            self.series.entry("gsim_mod_ns".to_string()).or_default().push(now, mean);
-        }
+        P::sample(self, now);
     }
 
     pub fn report(&mut self, now: Ps, events: u64) -> Report {
@@ -130,8 +111,9 @@ impl Machine {
             r.histogram("op_latency", &n.op_latency);
         }
 
-        self.crosscall_report(&mut r);
-        self.device_report(&mut r, now, secs);
+        r.metric("msi_merged_at_device", self.n.msi_merged_at_device as f64);
+        r.metric("msi_merged_in_pba", self.n.pba_merged as f64);
+        P::report(self, &mut r, now, secs);
         if !self.paths.is_empty() {
             let busy: Ps = self.paths.iter().map(|p| p.busy_time).sum();
             r.metric("fabric.utilisation", busy as f64 / (span.max(1) as f64 * self.paths.len() as f64));

@@ -5,12 +5,13 @@
 
 use crate::engine::time::NEVER;
 use crate::engine::Scheduler;
-use crate::hw::cpu::{Frame, Level, Mask, Work};
-use crate::machine::{Ev, Machine};
+use crate::platform::cpu::{Frame, Level, Mask, Work};
+use crate::platform::machine::{Ev, Machine};
+use crate::platform::parts::Parts;
 
-impl Machine {
+impl<P: Parts> Machine<P> {
     /// Stops the running phase of the top frame, keeping the work it has left.
-    pub(crate) fn pause_top(&mut self, s: &mut Scheduler<Ev>, c: usize) {
+    pub fn pause_top(&mut self, s: &mut Scheduler<Ev>, c: usize) {
         let now = s.now();
         let cpu = &mut self.cpus[c];
         if let Some(h) = cpu.timer.take() {
@@ -24,7 +25,7 @@ impl Machine {
 
     /// Runs the top frame (which is paused): delivers what the mask admits,
     /// finishes zero-length phases, and arms the timer for the rest.
-    pub(crate) fn run_top(&mut self, s: &mut Scheduler<Ev>, c: usize) {
+    pub fn run_top(&mut self, s: &mut Scheduler<Ev>, c: usize) {
         loop {
             if self.deliver(s, c) {
                 continue;
@@ -66,7 +67,7 @@ impl Machine {
         false
     }
 
-    pub(crate) fn push_frame(&mut self, s: &mut Scheduler<Ev>, c: usize, mut f: Frame) {
+    pub fn push_frame(&mut self, s: &mut Scheduler<Ev>, c: usize, mut f: Frame) {
         let now = s.now();
         self.cpus[c].account(now);
         f.traced = self.trace_begin(now, c, &f);
@@ -74,7 +75,7 @@ impl Machine {
     }
 
     /// Pops the top frame, closing its slice if the phase was cut short.
-    pub(crate) fn pop_frame(&mut self, s: &mut Scheduler<Ev>, c: usize) -> Frame {
+    pub fn pop_frame(&mut self, s: &mut Scheduler<Ev>, c: usize) -> Frame {
         let now = s.now();
         self.cpus[c].account(now);
         let f = self.cpus[c].stack.pop().expect("pop on a CPU with frames");
@@ -86,7 +87,7 @@ impl Machine {
     }
 
     /// Moves the top frame to its next phase.
-    pub(crate) fn set_phase(&mut self, s: &mut Scheduler<Ev>, c: usize, work: Work, mask: Mask, left: crate::engine::Ps) {
+    pub fn set_phase(&mut self, s: &mut Scheduler<Ev>, c: usize, work: Work, mask: Mask, left: crate::engine::Ps) {
         let now = s.now();
         let mut f = *self.cpus[c].top();
         f.work = work;
@@ -122,7 +123,7 @@ impl Machine {
         }
     }
 
-    pub(crate) fn track_of(&self, c: usize, level: Level) -> crate::engine::trace::TrackId {
+    pub fn track_of(&self, c: usize, level: Level) -> crate::engine::trace::TrackId {
         match level {
             Level::Host => self.cpus[c].track,
             Level::Guest => self.cpus[c].vtrack,
@@ -142,7 +143,7 @@ impl Machine {
 
     /// Trace category and name of a frame's phase (only computed when tracing).
     fn label(&self, f: &Frame) -> (&'static str, String, Option<u64>) {
-        use crate::hw::cpu::{HypPhase as H, IrqPhase as I, TaskPhase as T};
+        use crate::platform::cpu::{HypPhase as H, IrqPhase as I, TaskPhase as T};
         match f.work {
             Work::Idle => ("idle", "idle".into(), None),
             Work::Task { task, phase } => {

@@ -19,8 +19,8 @@ pub mod requests;
 use crate::engine::rng::{exp_sample, stream, Rng};
 use crate::engine::stats::{Latency, Report};
 use crate::engine::time::{ps_to_s, s_to_ps, Ps, NEVER};
-use crate::engine::trace::{TraceBounds, Tracer, TrackId};
-use crate::engine::{Model, Scheduler, TimerHandle};
+use crate::engine::trace::{Tracer, TrackId};
+use crate::engine::{Model, Protocol, Scheduler, TimerHandle};
 use crate::scenario::{Lvtpc, Scenario};
 use nmi::NmiState;
 use requests::{resolve, Req, NREQ, ORDERED};
@@ -136,6 +136,7 @@ pub struct KvmModel {
     attributed: BTreeMap<String, u64>,
     pmi_latency: Latency,
     pub audit: KvmAudit,
+    warmup: Ps,
 }
 
 /// Lifetime checks for the tests; never reset.
@@ -151,12 +152,12 @@ pub struct KvmAudit {
     pub nmis_queued: u64,
     pub nmis_dropped: u64,
     pub nmis_delivered: u64,
+    /// Events handed out of time order (the scheduler's audit, copied here).
     pub time_reversals: u64,
-    last: Ps,
 }
 
 impl KvmModel {
-    pub fn new(sc: &Scenario, seed: u64, trace: bool) -> KvmModel {
+    pub fn new(sc: &Scenario, seed: u64, mut tracer: Tracer) -> KvmModel {
         let k = sc.kvm.as_ref().expect("a [kvm] scenario");
         let order = resolve(&k.order).expect("validated");
         let mut pos_of = [ORDERED.len(); NREQ];
@@ -165,13 +166,6 @@ impl KvmModel {
         }
         let gap = |r: crate::scenario::Rate| if r.0 > 0.0 { 1.0 / r.0 } else { f64::INFINITY };
         let r = &k.rates;
-        let mut tracer = if trace {
-            let start = sc.trace.start.map(|t| t.ps()).unwrap_or(sc.warmup.ps());
-            let end = sc.trace.end.map(|t| t.ps()).unwrap_or(sc.duration.ps());
-            Tracer::new(TraceBounds { start, end, max_events: sc.trace.max_events as usize })
-        } else {
-            Tracer::disabled()
-        };
         let n = k.vms * k.vcpus;
         let vcpus = (0..n)
             .map(|v| Vcpu {
@@ -226,6 +220,7 @@ impl KvmModel {
             attributed: BTreeMap::new(),
             pmi_latency: Latency::default(),
             audit: KvmAudit::default(),
+            warmup: sc.warmup.ps(),
         }
     }
 
@@ -631,11 +626,6 @@ impl Model for KvmModel {
     type Event = KvmEv;
 
     fn handle(&mut self, s: &mut Scheduler<KvmEv>, ev: KvmEv) {
-        let now = s.now();
-        if now < self.audit.last {
-            self.audit.time_reversals += 1;
-        }
-        self.audit.last = now;
         match ev {
             KvmEv::Step(v) => self.step(s, v as usize),
             KvmEv::Src(v, src) => self.source(s, v as usize, src),
@@ -643,21 +633,30 @@ impl Model for KvmModel {
     }
 }
 
-/// Runs a `[kvm]` scenario end to end.
-pub fn run(sc: &Scenario, seed: u64, trace: bool) -> (Report, Option<Vec<u8>>, KvmAudit) {
-    let mut m = KvmModel::new(sc, seed, trace);
-    let mut s = Scheduler::new();
-    m.start(&mut s);
-    let (warmup, end) = (sc.warmup.ps(), sc.duration.ps());
-    s.run_until(&mut m, warmup);
-    if warmup > 0 {
-        m.reset_stats(warmup);
+impl Protocol for KvmModel {
+    type Config = Scenario;
+    type Audit = KvmAudit;
+
+    fn build(sc: &Scenario, seed: u64, tracer: Tracer) -> Self {
+        KvmModel::new(sc, seed, tracer)
     }
-    s.run_until(&mut m, end);
-    let now = s.now();
-    let report = m.report(now, warmup, s.events());
-    let trace = std::mem::replace(&mut m.tracer, Tracer::disabled()).finish(now);
-    (report, trace, m.audit)
+
+    fn start(&mut self, s: &mut Scheduler<KvmEv>) {
+        KvmModel::start(self, s)
+    }
+
+    fn reset(&mut self, now: Ps) {
+        self.reset_stats(now)
+    }
+
+    fn report(&mut self, now: Ps, events: u64) -> Report {
+        let warmup = self.warmup;
+        KvmModel::report(self, now, warmup, events)
+    }
+
+    fn finish(&mut self, _now: Ps) -> (KvmAudit, Tracer) {
+        (self.audit.clone(), std::mem::replace(&mut self.tracer, Tracer::disabled()))
+    }
 }
 
 #[cfg(test)]

@@ -6,7 +6,7 @@
 //! Pending interrupts are taken highest priority first (superpriority, then
 //! NMI, then normal), and in arrival order within a priority.
 
-use crate::hw::cpu::{Mask, Prio};
+use crate::platform::mask::{Mask, Prio};
 use std::collections::VecDeque;
 
 #[derive(Default)]
@@ -16,19 +16,6 @@ pub struct Pending {
     /// Bit p set: the FIFO of priority p is not empty (the take path is on every
     /// phase boundary, so it reads one byte instead of three queues).
     nonempty: u8,
-}
-
-impl Mask {
-    /// The priorities this mask admits, as bits by [`Prio`] value.
-    #[inline]
-    fn admitted(self) -> u8 {
-        match self {
-            Mask::Open => 0b111,
-            Mask::Pmr => 0b110,
-            Mask::Daif => 0b100,
-            Mask::All => 0,
-        }
-    }
 }
 
 impl Pending {

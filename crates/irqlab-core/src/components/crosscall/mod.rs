@@ -1,0 +1,206 @@
+//! Cross-CPU requests: one CPU asks others to run a handler — an all-CPU
+//! backtrace (`arch_trigger_cpumask_backtrace`, sysrq-l, the hard-lockup
+//! detector) or a crash-dump stop (`smp_send_stop`, `crash_smp_send_stop`).
+//!
+//! Each (request, mechanism, target) is an interrupt source of its own, so
+//! delivery follows the same masking rules as every other interrupt: a normal
+//! IPI waits for any mask, a pseudo-NMI SGI gets through PMR masking, SDEI and
+//! FEAT_NMI get through DAIF.I. Signals are edge-triggered: a signal that finds
+//! the target's pending bit set merges into it (several SDEI signals before the
+//! handler runs give one handler run). A target that has not answered after
+//! `timeout` is signalled with the next mechanism.
+
+use crate::engine::stats::{Latency, Report};
+use crate::engine::time::Ps;
+use crate::engine::Scheduler;
+use crate::platform::cpu::Prio;
+use crate::platform::machine::{Ev, Machine};
+use crate::platform::parts::{Component, Has};
+use crate::scenario::{Mechanism, Scenario};
+
+crate::part_events! {
+    pub enum CallEv {
+        /// The requester sends its next signal (the argument is the call's index).
+        Signal,
+    }
+}
+
+/// Every `[[crosscall]]` of the scenario.
+#[derive(Default)]
+pub struct CrossCalls {
+    pub calls: Vec<CallState>,
+    /// Per owned source (`Source::owner_arg`): its call, and its `stage * targets + target` index there.
+    pub sources: Vec<(u32, u32)>,
+}
+
+pub struct CallState {
+    pub name: String,
+    pub at: Ps,
+    pub targets: Vec<u32>,
+    pub mechanisms: Vec<Mechanism>,
+    /// The source for (stage, target j) is `srcs[stage * targets.len() + j]`.
+    pub srcs: Vec<u32>,
+    pub timeout: Ps,
+    pub signals: u32,
+    pub interval: Ps,
+    /// The next signal to send: its stage (index into `mechanisms`) and repeat.
+    pub stage: u32,
+    pub rep: u32,
+    /// Per target: latency from `at` to the first handler start, and the stage that got there.
+    pub reached: Vec<Option<(Ps, u32)>>,
+    pub handler_runs: u64,
+    pub signals_sent: u64,
+}
+
+impl CallState {
+    fn unreached(&self) -> usize {
+        self.reached.iter().filter(|r| r.is_none()).count()
+    }
+}
+
+impl Component for CrossCalls {
+    type Ev = CallEv;
+
+    /// One source per (call, mechanism, target), in a group per (call, mechanism).
+    fn build<P: Has<Self>>(m: &mut Machine<P>, sc: &Scenario, _seed: u64) -> Self {
+        let mut me = CrossCalls::default();
+        let (irq_entry, irq_exit) = (m.irq_entry, m.irq_exit);
+        for (k, x) in sc.crosscalls.iter().enumerate() {
+            let targets: Vec<u32> = match &x.targets {
+                Some(t) => t.clone(),
+                None => (0..sc.platform.cpus).filter(|&c| c != x.from).collect(),
+            };
+            let n = targets.len() as u32;
+            let mut ids = Vec::new();
+            for (stage, &mech) in x.mechanisms.iter().enumerate() {
+                let group_name = format!("crosscall.{}.{}", x.name, mech.name());
+                let group = m.add_group(&group_name, &group_name);
+                let (prio, entry, exit, latency) = match mech {
+                    Mechanism::Ipi => (Prio::Normal, irq_entry, irq_exit, sc.cpu.sgi_latency.ps()),
+                    Mechanism::PseudoNmi => (Prio::Nmi, irq_entry, irq_exit, sc.cpu.sgi_latency.ps()),
+                    Mechanism::Nmi => (Prio::Super, irq_entry, irq_exit, sc.cpu.sgi_latency.ps()),
+                    Mechanism::Sdei => (Prio::Super, sc.cpu.sdei.dispatch.ps(), sc.cpu.sdei.complete.ps(), sc.cpu.sdei.signal.ps()),
+                };
+                for (j, &cpu) in targets.iter().enumerate() {
+                    let arg = me.sources.len() as u32;
+                    me.sources.push((k as u32, stage as u32 * n + j as u32));
+                    let name = format!("{group_name}.cpu{cpu}");
+                    let i = m.add_source(name, group, cpu, x.handler.ps(), prio, entry, exit, latency, P::ID, arg);
+                    m.srcs[i as usize].sdei = mech == Mechanism::Sdei;
+                    ids.push(i);
+                }
+            }
+            me.calls.push(CallState {
+                name: x.name.clone(),
+                at: x.at.ps(),
+                reached: vec![None; targets.len()],
+                targets,
+                mechanisms: x.mechanisms.clone(),
+                srcs: ids,
+                timeout: x.timeout.map(|t| t.ps()).unwrap_or(0),
+                signals: x.signals,
+                interval: x.signal_interval.ps(),
+                stage: 0,
+                rep: 0,
+                handler_runs: 0,
+                signals_sent: 0,
+            });
+        }
+        me
+    }
+
+    fn start<P: Has<Self>>(m: &mut Machine<P>, s: &mut Scheduler<Ev>) {
+        for (k, call) in m.parts.get_ref().calls.iter().enumerate() {
+            s.at(call.at, P::ev(CallEv::Signal, k as u32));
+        }
+    }
+
+    fn handle<P: Has<Self>>(m: &mut Machine<P>, s: &mut Scheduler<Ev>, ev: CallEv, k: u32) {
+        match ev {
+            CallEv::Signal => signal(m, s, k),
+        }
+    }
+
+    /// A cross-call handler starts on its target.
+    fn handler_start<P: Has<Self>>(m: &mut Machine<P>, s: &mut Scheduler<Ev>, _c: usize, i: u32) -> Ps {
+        let now = s.now();
+        let src = &m.srcs[i as usize];
+        let me: &mut CrossCalls = m.parts.get();
+        let (k, xtarget) = me.sources[src.owner_arg as usize];
+        let call = &mut me.calls[k as usize];
+        let n = call.targets.len() as u32;
+        let (stage, j) = (xtarget / n, (xtarget % n) as usize);
+        call.handler_runs += 1;
+        if call.reached[j].is_none() {
+            call.reached[j] = Some((now - call.at, stage));
+        }
+        src.handler
+    }
+
+    fn report<P: Has<Self>>(m: &mut Machine<P>, r: &mut Report, _now: Ps, _secs: f64) {
+        m.parts.get_ref().report(r);
+    }
+}
+
+/// The requester signals every target that has not answered, then schedules
+/// its next signal (a repeat, or the next mechanism).
+fn signal<P: Has<CrossCalls>>(m: &mut Machine<P>, s: &mut Scheduler<Ev>, k: u32) {
+    let now = s.now();
+    let call = &mut m.parts.get().calls[k as usize];
+    if call.unreached() == 0 {
+        return;
+    }
+    let n = call.targets.len();
+    let base = call.stage as usize * n;
+    let to_signal: Vec<u32> = (0..n).filter(|&j| call.reached[j].is_none()).map(|j| call.srcs[base + j]).collect();
+    call.signals_sent += 1;
+    call.rep += 1;
+    let next = if call.rep < call.signals {
+        Some(now + call.interval)
+    } else if (call.stage as usize + 1) < call.mechanisms.len() {
+        call.stage += 1;
+        call.rep = 0;
+        Some(call.at + call.stage as Ps * call.timeout)
+    } else {
+        None
+    };
+    if let Some(t) = next {
+        s.at(t.max(now), P::ev(CallEv::Signal, k));
+    }
+    for i in to_signal {
+        m.raise_direct(s, i);
+    }
+}
+
+impl CrossCalls {
+    /// `crosscall.NAME.*`: who was reached, by what, how fast.
+    fn report(&self, r: &mut Report) {
+        for call in &self.calls {
+            let p = format!("crosscall.{}", call.name);
+            let reached: Vec<(Ps, u32)> = call.reached.iter().flatten().copied().collect();
+            r.metric(format!("{p}.targets"), call.targets.len() as f64);
+            r.metric(format!("{p}.reached"), reached.len() as f64);
+            r.metric(format!("{p}.all_reached"), (reached.len() == call.targets.len()) as u8 as f64);
+            r.metric(format!("{p}.handler_runs"), call.handler_runs as f64);
+            r.metric(format!("{p}.signals"), call.signals_sent as f64);
+            for (stage, m) in call.mechanisms.iter().enumerate() {
+                let by = reached.iter().filter(|(_, st)| *st as usize == stage).count();
+                r.metric(format!("{p}.reached_by.{}", m.name()), by as f64);
+            }
+            if reached.len() == call.targets.len() {
+                let all = reached.iter().map(|(l, _)| *l).max().unwrap_or(0);
+                r.metric(format!("{p}.time_to_all_ns"), all as f64 / 1e3);
+            }
+            if !reached.is_empty() {
+                let mut h = Latency::default();
+                for (l, _) in &reached {
+                    h.record(*l);
+                }
+                r.histogram(format!("{p}.latency"), &h);
+            }
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests;

@@ -1,0 +1,370 @@
+//! A NIC's receive side. Packets arrive on the wire at the offered load, spread
+//! over RX queues (RSS); each is DMA'd through the platform fabric into its
+//! queue's ring, or dropped when the ring has no free descriptor or the NIC's
+//! on-chip buffer is full because the fabric does not take its writes. A queue
+//! raises its MSI-X vector only when armed (after `napi_complete_done`), and
+//! then as its moderation allows; the handler schedules NAPI, whose poll
+//! (`os/napi.rs`, with this queue's `napi_poll`/`napi_done`) takes up to
+//! `budget` packets per round.
+
+use crate::components::moderation::QueueMod;
+use crate::engine::rng::{exp_sample, stream, Rng};
+use crate::engine::stats::{Latency, Report};
+use crate::engine::time::{ps_to_s, s_to_ps, Ps};
+use crate::engine::Scheduler;
+use crate::platform::cpu::{Level, Prio};
+use crate::platform::fabric::DmaFor;
+use crate::platform::machine::{Ev, Machine};
+use crate::platform::parts::{Component, Has};
+use crate::scenario::{ModerationKind, Scenario};
+use rand::Rng as _;
+use std::collections::VecDeque;
+
+crate::part_events! {
+    pub enum NicEv {
+        /// A packet arrives at an RX queue (the argument is the queue).
+        PktArrive,
+        /// The queue's moderation timer.
+        RxTimer,
+    }
+}
+
+/// Every `[[nic]]` of the scenario: its RX queues, each with a vector and a NAPI context.
+#[derive(Default)]
+pub struct Nic {
+    pub rxqs: Vec<RxQueue>,
+    pub groups: Vec<NicGroup>,
+    /// Payload bytes at the previous sample (the `goodput_gbps` series).
+    last_payload: u64,
+}
+
+/// Preamble, start delimiter, FCS and inter-frame gap: bytes on the wire beyond the frame.
+pub const WIRE_OVERHEAD: u32 = 24;
+/// IPv4 + TCP (with timestamps) headers and the Ethernet header: what is not payload in a frame.
+pub const HEADERS: u32 = 14 + 20 + 32;
+
+pub struct RxQueue {
+    pub group: u32,
+    pub socket: u32,
+    pub src: u32,
+    /// Its NAPI context (`Machine::napi_register`).
+    pub napi: u32,
+    pub rng: Rng,
+    /// Mean gap between packets on this queue, seconds.
+    pub mean_gap_s: f64,
+    pub ring: u32,
+    /// Packets in flight through the fabric, then in the ring: (arrived, bytes).
+    pub landing: VecDeque<(Ps, u32)>,
+    pub ring_pkts: VecDeque<(Ps, u32)>,
+    /// Re-armed by `napi_complete_done`; an interrupt disarms it.
+    pub armed: bool,
+    pub polling: bool,
+    /// Coalescing, with the packets that landed since the queue last signalled.
+    pub modq: QueueMod,
+    /// Packets the current poll round will take (decided when it starts).
+    pub poll_n: u32,
+}
+
+pub struct NicGroup {
+    pub name: String,
+    /// Frame sizes and their cumulative shares.
+    pub sizes: Vec<(u32, f64)>,
+    /// How long the on-chip buffer lasts at line rate: writes that would wait longer are dropped.
+    pub buffer: Ps,
+    pub handler: Ps,
+    pub per_packet: Ps,
+    pub per_poll: Ps,
+    pub budget: u32,
+    pub dma_per_kib: Ps,
+    pub rx_pkts: u64,
+    pub rx_bytes: u64,
+    pub payload_bytes: u64,
+    pub offered_pkts: u64,
+    pub drops_ring: u64,
+    pub drops_buffer: u64,
+    pub latency: Latency,
+    pub polls: u64,
+    /// Lifetime counts (never reset), for the conservation check.
+    pub life_offered: u64,
+    pub life_rx: u64,
+    pub life_drops: u64,
+}
+
+impl Component for Nic {
+    type Ev = NicEv;
+
+    fn build<P: Has<Self>>(m: &mut Machine<P>, sc: &Scenario, seed: u64) -> Self {
+        let mut me = Nic::default();
+        let gsim = sc.gsim.is_some();
+        for (g, n) in sc.nic.iter().enumerate() {
+            let group = m.add_group(&n.name, &format!("{} msi", n.name));
+            let sizes: Vec<(u32, f64)> = if n.packets.is_empty() { vec![(1514, 1.0)] } else { n.packets.clone() };
+            let total: f64 = sizes.iter().map(|s| s.1).sum();
+            let mean_wire: f64 = sizes.iter().map(|(b, w)| (*b + WIRE_OVERHEAD) as f64 * w / total).sum();
+            let mut acc = 0.0;
+            let cdf = sizes.iter().map(|(b, w)| {
+                acc += w / total;
+                (*b, acc)
+            });
+            let link = n.link_gbps.unwrap_or(n.gbps);
+            let pkts_per_s = n.gbps * 1e9 / 8.0 / mean_wire;
+            me.groups.push(NicGroup {
+                name: n.name.clone(),
+                sizes: cdf.collect(),
+                // Assumption: 256 KiB of on-chip RX buffer, drained at line rate.
+                buffer: ((256.0 * 1024.0 * 8.0) / (link * 1e9) * 1e12) as Ps,
+                handler: n.handler.ps(),
+                per_packet: n.per_packet.ps(),
+                per_poll: n.per_poll.ps(),
+                budget: n.budget,
+                dma_per_kib: sc.fabric.dma_per_kib.ps(),
+                rx_pkts: 0,
+                rx_bytes: 0,
+                payload_bytes: 0,
+                offered_pkts: 0,
+                drops_ring: 0,
+                drops_buffer: 0,
+                latency: Latency::default(),
+                polls: 0,
+                life_offered: 0,
+                life_rx: 0,
+                life_drops: 0,
+            });
+            let vm = n.vm.as_ref().map(|name| sc.vms.iter().position(|v| &v.name == name).expect("validated") as u32);
+            for q in 0..n.queues {
+                let c = n.cpus[(q as usize) % n.cpus.len()];
+                let (cpu, level) = match vm {
+                    Some(v) => (sc.vms[v as usize].pcpus[c as usize], Level::Guest),
+                    None => (c, Level::Host),
+                };
+                let qi = me.rxqs.len() as u32;
+                let (entry, exit) = (m.irq_entry, m.irq_exit);
+                let src = m.add_source(format!("{}.rx{q}", n.name), group, cpu, 0, Prio::Normal, entry, exit, 0, P::ID, qi);
+                let v = &mut m.srcs[src as usize];
+                v.socket = n.socket;
+                v.vm = vm;
+                v.gsim = n.moderation.gsim && gsim;
+                let napi = m.napi_register(P::ID, qi, cpu, level);
+                me.rxqs.push(RxQueue {
+                    group: g as u32,
+                    socket: n.socket,
+                    src,
+                    napi,
+                    rng: stream(seed, &format!("nic/{}.rx{q}", n.name)),
+                    mean_gap_s: n.queues as f64 / pkts_per_s,
+                    ring: n.ring,
+                    landing: VecDeque::new(),
+                    ring_pkts: VecDeque::new(),
+                    armed: true,
+                    polling: n.moderation.kind == ModerationKind::Polling,
+                    modq: QueueMod::new(&n.moderation),
+                    poll_n: 0,
+                });
+            }
+        }
+        me
+    }
+
+    fn start<P: Has<Self>>(m: &mut Machine<P>, s: &mut Scheduler<Ev>) {
+        for (q, rx) in m.parts.get().rxqs.iter_mut().enumerate() {
+            let gap = exp_sample(&mut rx.rng, rx.mean_gap_s);
+            s.at(s_to_ps(gap), P::ev(NicEv::PktArrive, q as u32));
+        }
+    }
+
+    fn handle<P: Has<Self>>(m: &mut Machine<P>, s: &mut Scheduler<Ev>, ev: NicEv, q: u32) {
+        match ev {
+            NicEv::PktArrive => pkt_arrive(m, s, q),
+            NicEv::RxTimer => rx_timer(m, s, q),
+        }
+    }
+
+    /// The hardirq handler only schedules NAPI (in `irq_exit`); DIM counts the interrupt.
+    fn handler_start<P: Has<Self>>(m: &mut Machine<P>, _s: &mut Scheduler<Ev>, _c: usize, i: u32) -> Ps {
+        let q = m.srcs[i as usize].owner_arg;
+        let me = m.parts.get();
+        let rx = &mut me.rxqs[q as usize];
+        rx.modq.events += 1;
+        me.groups[rx.group as usize].handler
+    }
+
+    /// `napi_schedule()` from the handler: the poll runs in this `irq_exit()`'s softirq.
+    #[inline]
+    fn irq_exit<P: Has<Self>>(m: &mut Machine<P>, c: usize, i: u32, _level: Level) {
+        let q = m.srcs[i as usize].owner_arg;
+        let napi = m.parts.get_ref().rxqs[q as usize].napi;
+        m.napi_enqueue(c, napi);
+    }
+
+    /// The packet's DMA landed: it is in the ring, and the queue may signal.
+    fn dma_landed<P: Has<Self>>(m: &mut Machine<P>, s: &mut Scheduler<Ev>, q: u32) {
+        let now = s.now();
+        let rx = &mut m.parts.get().rxqs[q as usize];
+        let p = rx.landing.pop_front().expect("a landed DMA per packet in flight");
+        rx.ring_pkts.push_back(p);
+        if rx.polling {
+            let napi = rx.napi;
+            if !m.napi_scheduled(napi) {
+                m.napi_schedule(s, napi);
+            }
+            return;
+        }
+        if !rx.armed {
+            return;
+        }
+        rx.modq.add(now, 1);
+        rx_signal(m, s, q);
+    }
+
+    /// A poll round takes up to `budget` packets: its cost is set by what it finds now.
+    fn napi_poll<P: Has<Self>>(m: &mut Machine<P>, q: u32) -> Ps {
+        let me = m.parts.get();
+        let rx = &mut me.rxqs[q as usize];
+        let grp = &me.groups[rx.group as usize];
+        rx.poll_n = (rx.ring_pkts.len() as u32).min(grp.budget);
+        grp.per_poll + rx.poll_n as u64 * grp.per_packet
+    }
+
+    /// Hands the round's packets up the stack; then repoll (budget used up, or
+    /// busy polling with more waiting) or complete and re-arm.
+    fn napi_done<P: Has<Self>>(m: &mut Machine<P>, s: &mut Scheduler<Ev>, q: u32) -> bool {
+        let now = s.now();
+        let me = m.parts.get();
+        let rx = &mut me.rxqs[q as usize];
+        let grp = &mut me.groups[rx.group as usize];
+        grp.polls += 1;
+        let n = rx.poll_n;
+        for _ in 0..n {
+            let (t, bytes) = rx.ring_pkts.pop_front().expect("n <= ring");
+            grp.rx_pkts += 1;
+            grp.life_rx += 1;
+            grp.rx_bytes += bytes as u64;
+            grp.payload_bytes += bytes.saturating_sub(HEADERS) as u64;
+            grp.latency.record(now - t);
+            rx.modq.pkts += 1;
+            rx.modq.bytes += bytes as u64;
+        }
+        if n == grp.budget {
+            true
+        } else if rx.polling {
+            !rx.ring_pkts.is_empty()
+        } else {
+            rx_rearm(m, s, q);
+            false
+        }
+    }
+
+    fn sample<P: Has<Self>>(m: &mut Machine<P>, now: Ps) {
+        let dt = ps_to_s(m.interval);
+        let me = m.parts.get();
+        if me.groups.is_empty() {
+            return;
+        }
+        let total: u64 = me.groups.iter().map(|g| g.payload_bytes).sum();
+        let v = (total - std::mem::replace(&mut me.last_payload, total)) as f64 * 8.0 / dt / 1e9;
+        m.push_series("goodput_gbps", now, v);
+    }
+
+    fn reset<P: Has<Self>>(m: &mut Machine<P>, _now: Ps) {
+        let me = m.parts.get();
+        me.last_payload = 0;
+        for g in &mut me.groups {
+            (g.rx_pkts, g.rx_bytes, g.payload_bytes, g.offered_pkts) = (0, 0, 0, 0);
+            (g.drops_ring, g.drops_buffer, g.polls) = (0, 0, 0);
+            g.latency.reset();
+        }
+    }
+
+    fn report<P: Has<Self>>(m: &mut Machine<P>, r: &mut Report, _now: Ps, secs: f64) {
+        for g in &m.parts.get_ref().groups {
+            let p = format!("nic.{}", g.name);
+            let wire = (g.rx_bytes + g.rx_pkts * WIRE_OVERHEAD as u64) as f64 * 8.0;
+            r.metric(format!("{p}.rx_pkts_per_s"), g.rx_pkts as f64 / secs);
+            r.metric(format!("{p}.rx_gbps"), wire / secs / 1e9);
+            r.metric(format!("{p}.goodput_gbps"), g.payload_bytes as f64 * 8.0 / secs / 1e9);
+            r.metric(format!("{p}.offered_pkts_per_s"), g.offered_pkts as f64 / secs);
+            r.metric(format!("{p}.drops_ring"), g.drops_ring as f64);
+            r.metric(format!("{p}.drops_buffer"), g.drops_buffer as f64);
+            let drops = (g.drops_ring + g.drops_buffer) as f64;
+            r.metric(format!("{p}.drop_share"), if g.offered_pkts > 0 { drops / g.offered_pkts as f64 } else { 0.0 });
+            r.metric(format!("{p}.polls_per_s"), g.polls as f64 / secs);
+            r.histogram(format!("{p}.latency"), &g.latency);
+        }
+    }
+
+    /// Every packet offered is received, dropped, or still in flight or in a ring.
+    fn audit<P: Has<Self>>(m: &mut Machine<P>) {
+        let me = m.parts.get_ref();
+        m.audit.pkts_found = me.rxqs.iter().map(|q| (q.landing.len() + q.ring_pkts.len()) as u64).sum::<u64>()
+            + me.groups.iter().map(|g| g.life_rx + g.life_drops).sum::<u64>();
+        m.audit.pkts_offered = me.groups.iter().map(|g| g.life_offered).sum();
+    }
+}
+
+/// A packet arrives from the wire at queue `q`.
+fn pkt_arrive<P: Has<Nic>>(m: &mut Machine<P>, s: &mut Scheduler<Ev>, q: u32) {
+    let now = s.now();
+    let me = m.parts.get();
+    let rx = &mut me.rxqs[q as usize];
+    let g = rx.group as usize;
+    s.at(now + s_to_ps(exp_sample(&mut rx.rng, rx.mean_gap_s)), P::ev(NicEv::PktArrive, q));
+    let u: f64 = rx.rng.gen();
+    let grp = &mut me.groups[g];
+    let bytes = grp.sizes.iter().find(|(_, c)| u < *c).unwrap_or(grp.sizes.last().expect("a size")).0;
+    grp.offered_pkts += 1;
+    grp.life_offered += 1;
+    if rx.landing.len() + rx.ring_pkts.len() >= rx.ring as usize {
+        grp.drops_ring += 1;
+        grp.life_drops += 1;
+        return;
+    }
+    if m.paths.get(rx.socket as usize).is_some_and(|p| p.dma_backlog > grp.buffer) {
+        // The NIC's buffer holds what the path has not taken yet: it is full.
+        grp.drops_buffer += 1;
+        grp.life_drops += 1;
+        return;
+    }
+    let cost = m.dma_write + bytes as Ps * grp.dma_per_kib / 1024;
+    rx.landing.push_back((now, bytes));
+    let sk = rx.socket;
+    m.dma(s, DmaFor { owner: P::ID, arg: q }, cost, sk);
+}
+
+/// An armed queue signals as its moderation allows, and is disarmed.
+fn rx_signal<P: Has<Nic>>(m: &mut Machine<P>, s: &mut Scheduler<Ev>, q: u32) {
+    let rx = &mut m.parts.get().rxqs[q as usize];
+    if rx.modq.signal_now(s, P::ev(NicEv::RxTimer, q)) {
+        rx.armed = false;
+        let src = rx.src;
+        m.send_msi(s, src);
+    }
+}
+
+fn rx_timer<P: Has<Nic>>(m: &mut Machine<P>, s: &mut Scheduler<Ev>, q: u32) {
+    let rx = &mut m.parts.get().rxqs[q as usize];
+    if rx.modq.expired() && rx.armed {
+        rx.armed = false;
+        let src = rx.src;
+        m.send_msi(s, src);
+    }
+}
+
+/// `napi_complete_done()`: re-arm the queue; DIM looks at its counters.
+fn rx_rearm<P: Has<Nic>>(m: &mut Machine<P>, s: &mut Scheduler<Ev>, q: u32) {
+    let now = s.now();
+    let rx = &mut m.parts.get().rxqs[q as usize];
+    if rx.modq.kind == ModerationKind::Dim {
+        let sample = crate::components::moderation::dim::Sample { time: now, events: rx.modq.events, pkts: rx.modq.pkts, bytes: rx.modq.bytes };
+        let dim = rx.modq.dim.as_mut().expect("dim state");
+        if dim.update(sample, &mut rx.rng) {
+            (rx.modq.usecs, rx.modq.frames) = dim.profile();
+        }
+    }
+    rx.armed = true;
+    if !rx.ring_pkts.is_empty() {
+        // Packets that landed since the poll took its last: the armed CQ signals for them.
+        let n = rx.ring_pkts.len() as u32;
+        rx.modq.add(now, n);
+        rx_signal(m, s, q);
+    }
+}

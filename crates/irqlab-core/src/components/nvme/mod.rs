@@ -1,0 +1,336 @@
+//! NVMe SSDs driven by fio-like closed-loop jobs. A disk serves I/Os from its
+//! submission queues with `channels` in parallel up to its IOPS ceiling; each
+//! finished I/O is DMA'd (data and completion entry) through the platform
+//! fabric, and once the entry has landed the controller signals the CQ's MSI-X
+//! vector, subject to the vector's mask and the queue's aggregation. The
+//! interrupt is level-like per CQ (the NVMe interrupt status): a message is
+//! sent when the CQ goes from "nothing to signal" to "entries to signal", and
+//! not again until the host has reaped and written the CQ head doorbell. The
+//! handler (`nvme_irq`) reaps every entry it finds; each reaped I/O is
+//! resubmitted by its job (closed loop).
+//!
+//! I/Os are identical, so a disk keeps only their submission times. A channel
+//! takes a random queued command (dies serve out of order; FIFO service would
+//! keep every batch of resubmissions together, lap after lap), and the I/O a
+//! channel finishes is taken to be the oldest in service.
+
+use crate::engine::rng::{exp_sample, stream, Rng};
+use crate::engine::stats::{Latency, Report};
+use crate::engine::time::{ps_to_s, s_to_ps, Ps};
+use crate::engine::Scheduler;
+use crate::platform::cpu::{Level, Prio};
+use crate::platform::fabric::DmaFor;
+use crate::platform::machine::{Ev, Machine};
+use crate::platform::parts::{Component, Has};
+use crate::components::moderation::QueueMod;
+use crate::scenario::Scenario;
+use rand::Rng as _;
+use std::collections::VecDeque;
+
+crate::part_events! {
+    pub enum NvmeEv {
+        /// A disk channel finished an I/O (the argument is the disk).
+        DiskDone,
+        /// A CQ's aggregation time expired (the argument is the CQ).
+        CqTimer,
+    }
+}
+
+/// Every `[[nvme]]` group of the scenario: its disks, their completion queues
+/// (one MSI-X vector each) and the fio jobs that keep them busy.
+#[derive(Default)]
+pub struct Nvme {
+    pub disks: Vec<Disk>,
+    pub cqs: Vec<Cq>,
+    pub groups: Vec<NvmeGroup>,
+    /// Completions at the previous sample (the `iops` series is its difference).
+    last_completed: u64,
+}
+
+pub struct Disk {
+    pub group: u32,
+    pub service: Ps,
+    pub exponential: bool,
+    pub rng: Rng,
+    pub channels: u32,
+    pub busy: u32,
+    /// I/Os waiting for a channel: (submitted, cq). The time may lie ahead (a resubmission on its way).
+    pub sq: VecDeque<(Ps, u32)>,
+    /// I/Os in service, oldest first.
+    pub in_service: VecDeque<(Ps, u32)>,
+}
+
+pub struct Cq {
+    pub disk: u32,
+    pub socket: u32,
+    /// The vector (source index).
+    pub src: u32,
+    /// Completions in flight through the fabric, then posted and not yet reaped: submission times.
+    pub landing: VecDeque<Ps>,
+    pub posted: VecDeque<Ps>,
+    /// I/Os outstanding at the device for this queue, and those the block layer holds back (queue full).
+    pub outstanding: u32,
+    pub depth: u32,
+    pub backlog: VecDeque<Ps>,
+    /// Aggregation, with the completions posted since the vector last signalled.
+    pub modq: QueueMod,
+    /// Interrupt status: a message was sent and the host has not written the head doorbell since.
+    pub is: bool,
+}
+
+pub struct NvmeGroup {
+    pub name: String,
+    pub handler: Ps,
+    pub per_cqe: Ps,
+    pub resubmit: Ps,
+    pub completed: u64,
+    pub latency: Latency,
+}
+
+impl Disk {
+    fn service_time(&mut self) -> Ps {
+        if self.exponential {
+            s_to_ps(exp_sample(&mut self.rng, self.service as f64 * 1e-12))
+        } else {
+            self.service
+        }
+    }
+}
+
+impl Component for Nvme {
+    type Ev = NvmeEv;
+
+    fn build<P: Has<Self>>(m: &mut Machine<P>, sc: &Scenario, seed: u64) -> Self {
+        let mut me = Nvme::default();
+        let gsim = sc.gsim.is_some();
+        for (g, n) in sc.nvme.iter().enumerate() {
+            let group = m.add_group(&n.name, &format!("{} msi", n.name));
+            me.groups.push(NvmeGroup {
+                name: n.name.clone(),
+                handler: n.handler.ps(),
+                per_cqe: n.per_cqe.ps(),
+                resubmit: n.fio.resubmit.ps(),
+                completed: 0,
+                latency: Latency::default(),
+            });
+            for k in 0..n.count {
+                let d = me.disks.len() as u32;
+                let first_cq = me.cqs.len() as u32;
+                for q in 0..n.queues {
+                    let v = k * n.queues + q;
+                    let cpu = n.cpus[(v as usize) % n.cpus.len()];
+                    let cqi = me.cqs.len() as u32;
+                    let (entry, exit) = (m.irq_entry, m.irq_exit);
+                    let src = m.add_source(format!("{}.{k}.q{q}", n.name), group, cpu, 0, Prio::Normal, entry, exit, 0, P::ID, cqi);
+                    let v = &mut m.srcs[src as usize];
+                    v.socket = n.socket;
+                    v.gsim = n.moderation.gsim && gsim;
+                    me.cqs.push(Cq {
+                        disk: d,
+                        socket: n.socket,
+                        src,
+                        landing: VecDeque::new(),
+                        posted: VecDeque::new(),
+                        outstanding: 0,
+                        depth: n.depth,
+                        backlog: VecDeque::new(),
+                        modq: QueueMod::new(&n.moderation),
+                        is: false,
+                    });
+                }
+                // The jobs' I/Os, spread over the disk's queues; each queue admits up to its depth.
+                let ios = n.fio.jobs as u64 * n.fio.iodepth as u64;
+                m.audit.ios_owned += ios;
+                for j in 0..ios {
+                    me.cqs[(first_cq as u64 + j % n.queues as u64) as usize].backlog.push_back(0);
+                }
+                let service = (n.channels as f64 / n.iops.0 * 1e12).round() as Ps;
+                let mut disk = Disk {
+                    group: g as u32,
+                    service,
+                    exponential: n.exponential,
+                    rng: stream(seed, &format!("nvme/{}.{k}", n.name)),
+                    channels: n.channels,
+                    busy: 0,
+                    sq: VecDeque::new(),
+                    in_service: VecDeque::new(),
+                };
+                for q in first_cq..me.cqs.len() as u32 {
+                    let cq = &mut me.cqs[q as usize];
+                    while cq.outstanding < cq.depth {
+                        let Some(t) = cq.backlog.pop_front() else { break };
+                        cq.outstanding += 1;
+                        disk.sq.push_back((t, q));
+                    }
+                }
+                me.disks.push(disk);
+            }
+        }
+        me
+    }
+
+    fn start<P: Has<Self>>(m: &mut Machine<P>, s: &mut Scheduler<Ev>) {
+        for d in 0..m.parts.get_ref().disks.len() {
+            disk_kick(m, s, d as u32);
+        }
+    }
+
+    fn handle<P: Has<Self>>(m: &mut Machine<P>, s: &mut Scheduler<Ev>, ev: NvmeEv, arg: u32) {
+        match ev {
+            NvmeEv::DiskDone => disk_done(m, s, arg),
+            NvmeEv::CqTimer => cq_timer(m, s, arg),
+        }
+    }
+
+    /// `nvme_irq()`: reap every posted entry; returns the handler's length.
+    fn handler_start<P: Has<Self>>(m: &mut Machine<P>, s: &mut Scheduler<Ev>, _c: usize, i: u32) -> Ps {
+        let q = m.srcs[i as usize].owner_arg;
+        reap(m, s, q)
+    }
+
+    /// The handler wrote the CQ head doorbell: entries that landed meanwhile signal anew.
+    #[inline]
+    fn handler_end<P: Has<Self>>(m: &mut Machine<P>, s: &mut Scheduler<Ev>, _c: usize, i: u32, _level: Level) {
+        let src = &m.srcs[i as usize];
+        if src.owner != P::ID {
+            return;
+        }
+        let q = src.owner_arg;
+        let now = s.now();
+        let cq = &mut m.parts.get().cqs[q as usize];
+        cq.is = false;
+        // What the handler left (landed after it reaped) is what waits now.
+        cq.modq.unsignalled = 0;
+        if !cq.posted.is_empty() {
+            cq.modq.add(now, cq.posted.len() as u32);
+            cq_signal(m, s, q);
+        }
+    }
+
+    /// A completion entry landed in host memory: the controller may signal.
+    fn dma_landed<P: Has<Self>>(m: &mut Machine<P>, s: &mut Scheduler<Ev>, q: u32) {
+        let now = s.now();
+        let cq = &mut m.parts.get().cqs[q as usize];
+        let t = cq.landing.pop_front().expect("a landed DMA per completion in flight");
+        cq.posted.push_back(t);
+        cq.modq.add(now, 1);
+        cq_signal(m, s, q);
+    }
+
+    fn sample<P: Has<Self>>(m: &mut Machine<P>, now: Ps) {
+        let dt = ps_to_s(m.interval);
+        let me = m.parts.get();
+        if me.groups.is_empty() {
+            return;
+        }
+        let total: u64 = me.groups.iter().map(|g| g.completed).sum();
+        let v = (total - std::mem::replace(&mut me.last_completed, total)) as f64 / dt;
+        m.push_series("iops", now, v);
+    }
+
+    fn reset<P: Has<Self>>(m: &mut Machine<P>, _now: Ps) {
+        let me = m.parts.get();
+        me.last_completed = 0;
+        for g in &mut me.groups {
+            g.completed = 0;
+            g.latency.reset();
+        }
+    }
+
+    fn report<P: Has<Self>>(m: &mut Machine<P>, r: &mut Report, _now: Ps, secs: f64) {
+        for g in &m.parts.get_ref().groups {
+            let p = format!("nvme.{}", g.name);
+            r.metric(format!("{p}.iops"), g.completed as f64 / secs);
+            r.metric(format!("{p}.completed"), g.completed as f64);
+            r.histogram(format!("{p}.latency"), &g.latency);
+        }
+    }
+
+    /// Every I/O the jobs own is somewhere: queued, in service, landing, posted or held back.
+    fn audit<P: Has<Self>>(m: &mut Machine<P>) {
+        let me = m.parts.get_ref();
+        m.audit.ios_found = me.disks.iter().map(|d| (d.sq.len() + d.in_service.len()) as u64).sum::<u64>()
+            + me.cqs.iter().map(|q| (q.landing.len() + q.posted.len() + q.backlog.len()) as u64).sum::<u64>();
+    }
+}
+
+/// Starts queued I/Os on free channels; each finishes `service` after it may start.
+fn disk_kick<P: Has<Nvme>>(m: &mut Machine<P>, s: &mut Scheduler<Ev>, d: u32) {
+    let now = s.now();
+    let disk = &mut m.parts.get().disks[d as usize];
+    while disk.busy < disk.channels && !disk.sq.is_empty() {
+        // Flash dies serve queued commands out of order: take any one, not the oldest.
+        let k = disk.rng.gen_range(0..disk.sq.len());
+        let io = disk.sq.swap_remove_back(k).expect("k < len");
+        let t = disk.service_time();
+        disk.busy += 1;
+        disk.in_service.push_back(io);
+        s.at(now.max(io.0) + t, P::ev(NvmeEv::DiskDone, d));
+    }
+}
+
+/// A channel finished an I/O: DMA its data and completion entry.
+fn disk_done<P: Has<Nvme>>(m: &mut Machine<P>, s: &mut Scheduler<Ev>, d: u32) {
+    let me = m.parts.get();
+    let disk = &mut me.disks[d as usize];
+    let (submitted, cq) = disk.in_service.pop_front().expect("a DiskDone per I/O in service");
+    disk.busy -= 1;
+    let c = &mut me.cqs[cq as usize];
+    c.landing.push_back(submitted);
+    let sk = c.socket;
+    let cost = m.dma_write;
+    m.dma(s, DmaFor { owner: P::ID, arg: cq }, cost, sk);
+    disk_kick(m, s, d);
+}
+
+/// Aggregation: signal now, or when the time threshold expires.
+fn cq_signal<P: Has<Nvme>>(m: &mut Machine<P>, s: &mut Scheduler<Ev>, q: u32) {
+    let cq = &mut m.parts.get().cqs[q as usize];
+    if !cq.is && cq.modq.signal_now(s, P::ev(NvmeEv::CqTimer, q)) {
+        cq.is = true;
+        let src = cq.src;
+        m.send_msi(s, src);
+    }
+}
+
+fn cq_timer<P: Has<Nvme>>(m: &mut Machine<P>, s: &mut Scheduler<Ev>, q: u32) {
+    let cq = &mut m.parts.get().cqs[q as usize];
+    if cq.is {
+        cq.modq.timer = None; // the doorbell will signal what waits
+    } else if cq.modq.expired() {
+        cq.is = true;
+        let src = cq.src;
+        m.send_msi(s, src);
+    }
+}
+
+/// Reaps every posted entry of CQ `q`; returns the handler's length.
+fn reap<P: Has<Nvme>>(m: &mut Machine<P>, s: &mut Scheduler<Ev>, q: u32) -> Ps {
+    let now = s.now();
+    let me = m.parts.get();
+    let cq = &mut me.cqs[q as usize];
+    let n = cq.posted.len() as u64;
+    let d = cq.disk;
+    let g = me.disks[d as usize].group as usize;
+    let grp = &mut me.groups[g];
+    let resubmit_at = now + grp.resubmit;
+    for t in cq.posted.drain(..) {
+        grp.latency.record(now - t);
+        grp.completed += 1;
+        cq.outstanding -= 1;
+        // The job resubmits at once; it counts from its new submission.
+        cq.backlog.push_back(resubmit_at);
+    }
+    let mut admitted = 0;
+    while cq.outstanding < cq.depth {
+        let Some(t) = cq.backlog.pop_front() else { break };
+        cq.outstanding += 1;
+        me.disks[d as usize].sq.push_back((t, q));
+        admitted += 1;
+    }
+    let len = grp.handler + n * grp.per_cqe;
+    if admitted > 0 {
+        disk_kick(m, s, d);
+    }
+    len
+}

@@ -1,0 +1,64 @@
+//! The run protocol every model follows, whatever it models: build (with a
+//! tracer), start, run to the end of warm-up, reset the statistics, run to the
+//! end, report, audit, and close the trace. One loop for all, so warm-up,
+//! tracing and the time audit behave the same in every model.
+
+use super::sim::{Model, Scheduler};
+use super::stats::Report;
+use super::time::Ps;
+use super::trace::{TraceBounds, Tracer};
+
+pub trait Protocol: Model + Sized {
+    /// What the model is built from (a scenario).
+    type Config;
+    /// The model's own end-of-run checks, for the invariant tests.
+    type Audit;
+
+    fn build(cfg: &Self::Config, seed: u64, tracer: Tracer) -> Self;
+    /// Schedules the first events.
+    fn start(&mut self, s: &mut Scheduler<Self::Event>);
+    /// The end of warm-up: zero every statistic.
+    fn reset(&mut self, now: Ps);
+    fn report(&mut self, now: Ps, events: u64) -> Report;
+    /// End-of-run checks; hands back the tracer so the protocol can close it.
+    fn finish(&mut self, now: Ps) -> (Self::Audit, Tracer);
+}
+
+/// When a run starts measuring and ends, and what it traces.
+#[derive(Clone, Copy, Debug)]
+pub struct Span {
+    pub warmup: Ps,
+    pub end: Ps,
+    /// `Some` to write a Perfetto trace within these bounds.
+    pub trace: Option<TraceBounds>,
+}
+
+pub struct Outcome<A> {
+    pub report: Report,
+    pub trace: Option<Vec<u8>>,
+    pub audit: A,
+    /// Events the scheduler handed out of time order (the queue's audit: always 0).
+    pub time_reversals: u64,
+}
+
+/// Runs a model through the protocol. `prepare` runs once it is built, before
+/// it starts (e.g. to give it recorded arrivals).
+pub fn run<M: Protocol>(cfg: &M::Config, seed: u64, span: Span, prepare: impl FnOnce(&mut M)) -> Outcome<M::Audit> {
+    let tracer = match span.trace {
+        Some(b) => Tracer::new(b),
+        None => Tracer::disabled(),
+    };
+    let mut m = M::build(cfg, seed, tracer);
+    prepare(&mut m);
+    let mut s = Scheduler::new();
+    m.start(&mut s);
+    s.run_until(&mut m, span.warmup);
+    if span.warmup > 0 {
+        m.reset(span.warmup);
+    }
+    s.run_until(&mut m, span.end);
+    let now = s.now();
+    let report = m.report(now, s.events());
+    let (audit, tracer) = m.finish(now);
+    Outcome { report, trace: tracer.finish(now), audit, time_reversals: s.time_reversals() }
+}

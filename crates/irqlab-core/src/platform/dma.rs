@@ -1,0 +1,46 @@
+//! Device DMA through a socket's shared path (`fabric::DmaPath`): a write is
+//! queued behind the one in service, and when it lands its owner is told
+//! (`Component::dma_landed`); an MSI on the path reaches the interrupt
+//! controller after the fabric's latency.
+
+use crate::engine::time::Ps;
+use crate::engine::Scheduler;
+use crate::platform::fabric::{DmaFor, Write};
+use crate::platform::machine::{Ev, Machine, Parts};
+
+impl<P: Parts> Machine<P> {
+    /// A device DMA write: through the socket's shared path if there is one,
+    /// else it lands at once (its owner's `dma_landed`).
+    pub fn dma(&mut self, s: &mut Scheduler<Ev>, to: DmaFor, cost: Ps, socket: u32) {
+        match self.paths.get_mut(socket as usize) {
+            Some(p) => {
+                if let Some((_, end)) = p.submit(s.now(), Write::Dma(to), cost) {
+                    s.at(end, Ev::PathDone(socket));
+                }
+            }
+            None => P::dma_landed(self, s, to.owner, to.arg),
+        }
+    }
+
+    /// The path finished a write: it lands, and the next one starts.
+    pub fn path_done(&mut self, s: &mut Scheduler<Ev>, socket: u32) {
+        let now = s.now();
+        let (w, next) = self.paths[socket as usize].done(now);
+        if let Some((_, end)) = next {
+            s.at(end, Ev::PathDone(socket));
+        }
+        match w {
+            Write::Dma(to) => P::dma_landed(self, s, to.owner, to.arg),
+            Write::Msi(i) => {
+                let latency = self.fabric.latency();
+                if latency == 0 {
+                    let (raised, flow) = self.srcs[i as usize].in_fabric.pop_front().expect("the MSI's write");
+                    self.arrive(s, i, raised, flow);
+                } else {
+                    s.at(now + latency, Ev::Arrive(i));
+                }
+            }
+        }
+    }
+}
+

@@ -1,0 +1,20 @@
+//! The machine's core: CPUs as frame stacks with their masks (`cpu`, `exec`),
+//! the interrupt controller's pending state (`irqchip`), the platform fabric and
+//! DMA paths (`fabric`), MSI sources (`msi`), the hypervisor's injection path
+//! (`inject`), the pseudo-NMI cost model (`pmr`), and the machine itself
+//! (`machine`): the core plus the components, which plug in through the hook
+//! points of `parts`.
+
+pub mod cpu;
+pub mod dma;
+pub mod exec;
+pub mod fabric;
+pub mod inject;
+pub mod irqchip;
+pub mod mask;
+pub mod machine;
+pub mod msi;
+pub mod parts;
+pub mod pmr;
+pub mod report;
+pub mod source;
