@@ -24,6 +24,8 @@ reproduce: setup
 	$(BIN)/irqlab reproduce
 
 test: setup
+	cargo fmt --all -- --check
+	cargo clippy --workspace --release --all-targets -- -D warnings
 	cargo test --workspace --release
 	$(BIN)/pytest -q
 

@@ -5,12 +5,12 @@
 
 use crate::components::kvm_x86::{KvmAudit, KvmModel};
 use crate::components::Components;
-use crate::platform::machine::{Machine, Parts};
 use crate::engine::protocol::{self, Protocol, Span};
 use crate::engine::stats::Report;
 use crate::engine::trace::TraceBounds;
 use crate::engine::Ps;
 use crate::platform::machine::Audit;
+use crate::platform::machine::{Machine, Parts};
 use crate::scenario::Scenario;
 use serde::Serialize;
 use std::collections::BTreeMap;

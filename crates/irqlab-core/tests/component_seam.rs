@@ -16,7 +16,7 @@ use irqlab_core::platform::machine::{Ev, Machine};
 use irqlab_core::platform::parts::{Component, Has};
 use irqlab_core::run::{run_machine, RunOptions};
 use irqlab_core::scenario::Scenario;
-use irqlab_core::{load, parts, part_events, to_json};
+use irqlab_core::{load, part_events, parts, to_json};
 use std::collections::BTreeMap;
 
 /// 100 µs between ticks; CPUs listed in `WATCHED`.

@@ -10,14 +10,14 @@ use proptest::prelude::*;
 struct Mix {
     cpus: u32,
     sources: Vec<(u32, u32, u32, bool, u32)>, // (count, rate k/s, handler ns, nmi, softirq ns)
-    tasks: Vec<(u32, u32, u32, u32)>,          // (work ns, body ns, irqs_off ns, kind)
+    tasks: Vec<(u32, u32, u32, u32)>,         // (work ns, body ns, irqs_off ns, kind)
     masking: &'static str,
     msi_write_ns: u32,
     slots: u32,
     vm: bool,
-    costs: (u32, u32, u32),                    // irq entry/exit, exception entry
-    xcall: (u32, u32, u32),                    // (mechanism mask 1..16, signals, signal gap us)
-    gsim: (u32, u32, u32),                     // (delay us, 0 = off; target k/s, 0 = fixed; hardirq %)
+    costs: (u32, u32, u32), // irq entry/exit, exception entry
+    xcall: (u32, u32, u32), // (mechanism mask 1..16, signals, signal gap us)
+    gsim: (u32, u32, u32),  // (delay us, 0 = off; target k/s, 0 = fixed; hardirq %)
 }
 
 fn mix() -> impl Strategy<Value = Mix> {
@@ -58,7 +58,14 @@ fn scenario(m: &Mix) -> String {
          [fabric]\nmsi_write = \"{}ns\"\nslots = {}\n\
          [hypervisor]\nexit = \"500ns\"\nhandler = \"300ns\"\ninject = \"100ns\"\nentry = \"400ns\"\n\
          [cpu.pmr]\naccess = \"{}ns\"\n[cpu.sdei]\nsignal = \"1us\"\ndispatch = \"3us\"\ncomplete = \"500ns\"\n",
-        m.cpus, m.masking, m.costs.0, m.costs.1, m.costs.2, m.msi_write_ns, m.slots, m.costs.0 / 10
+        m.cpus,
+        m.masking,
+        m.costs.0,
+        m.costs.1,
+        m.costs.2,
+        m.msi_write_ns,
+        m.slots,
+        m.costs.0 / 10
     );
     if vm {
         t += &format!("[[vm]]\nname = \"g\"\nvcpus = 1\npcpus = [{}]\n", m.cpus - 1);
@@ -93,10 +100,7 @@ fn scenario(m: &Mix) -> String {
         );
     }
     if m.gsim.0 > 0 {
-        t += &format!(
-            "[gsim]\ndelay_us = {}\ntarget_intr_rate = \"{}k/s\"\nhardirq_percent = {}\n",
-            m.gsim.0, m.gsim.1, m.gsim.2
-        );
+        t += &format!("[gsim]\ndelay_us = {}\ntarget_intr_rate = \"{}k/s\"\nhardirq_percent = {}\n", m.gsim.0, m.gsim.1, m.gsim.2);
     }
     let kinds = ["none", "syscall", "pagefault", "yield"];
     for (i, (work, body, off, kind)) in m.tasks.iter().enumerate() {
@@ -232,7 +236,8 @@ handler = "1us"
 
 #[test]
 fn same_seed_same_bytes_other_seed_other_results() {
-    let text = std::fs::read_to_string(concat!(env!("CARGO_MANIFEST_DIR"), "/../../python/irqlab/scenarios/examples/md1-queue.toml")).unwrap();
+    let text =
+        std::fs::read_to_string(concat!(env!("CARGO_MANIFEST_DIR"), "/../../python/irqlab/scenarios/examples/md1-queue.toml")).unwrap();
     let sc = load(&text, "md1.toml", &["duration=50ms".into()]).unwrap();
     let a = run(&sc, RunOptions { trace: true, ..Default::default() });
     let b = run(&sc, RunOptions { trace: true, ..Default::default() });

@@ -2,6 +2,10 @@
 //! Bad input becomes `ScenarioError` (a `ValueError`); a panic in the core is
 //! caught and becomes a `RuntimeError`, never an abort across the boundary.
 
+// pyo3 0.22's #[pyfunction] expands `PyResult` returns into a `.into()` that
+// clippy reads as a conversion to the same type.
+#![allow(clippy::useless_conversion)]
+
 use pyo3::create_exception;
 use pyo3::exceptions::{PyRuntimeError, PyValueError};
 use pyo3::prelude::*;
@@ -54,7 +58,7 @@ fn run(py: Python<'_>, text: &str, origin: &str, overrides: Vec<String>, seed: O
 /// KVM's request list: (the names in upstream's old order, {preset: names},
 /// [(request, what servicing it raises with LVTPC in NMI mode)]).
 #[pyfunction]
-fn kvm_requests() -> (Vec<&'static str>, Vec<(&'static str, Vec<&'static str>)>, Vec<(&'static str, &'static str)>) {
+fn kvm_requests() -> irqlab_core::components::kvm_x86::requests::Table {
     irqlab_core::components::kvm_x86::requests::table()
 }
 

@@ -96,13 +96,7 @@ pub struct Tracer {
 
 impl Tracer {
     pub fn disabled() -> Self {
-        Self {
-            enabled: false,
-            bounds: TraceBounds { start: 0, end: 0, max_events: 0 },
-            events: 0,
-            packets: Vec::new(),
-            tracks: Vec::new(),
-        }
+        Self { enabled: false, bounds: TraceBounds { start: 0, end: 0, max_events: 0 }, events: 0, packets: Vec::new(), tracks: Vec::new() }
     }
 
     pub fn new(bounds: TraceBounds) -> Self {
@@ -224,10 +218,7 @@ impl Tracer {
         }
         st.last_counter = Some(v);
         let uuid = st.uuid;
-        self.emit(
-            t,
-            TrackEvent { r#type: Some(COUNTER), track_uuid: Some(uuid), double_counter_value: Some(v), ..Default::default() },
-        );
+        self.emit(t, TrackEvent { r#type: Some(COUNTER), track_uuid: Some(uuid), double_counter_value: Some(v), ..Default::default() });
     }
 
     /// Closes every open slice at `now` and encodes the trace. `None` if disabled.

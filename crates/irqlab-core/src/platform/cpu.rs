@@ -58,15 +58,28 @@ pub enum HypPhase {
 pub enum Work {
     /// The idle loop (or the guest's, in place: WFI is not trapped here).
     Idle,
-    Task { task: u32, phase: TaskPhase },
+    Task {
+        task: u32,
+        phase: TaskPhase,
+    },
     /// `context_switch()` to `next`.
-    Switch { next: u32 },
-    Irq { src: u32, phase: IrqPhase },
+    Switch {
+        next: u32,
+    },
+    Irq {
+        src: u32,
+        phase: IrqPhase,
+    },
     /// `__do_softirq()`: deferred work raised by handlers.
     Softirq,
     /// One NAPI poll round of a NIC RX queue (`net_rx_action` → `napi_poll`).
-    Napi { q: u32 },
-    Hyp { src: u32, phase: HypPhase },
+    Napi {
+        q: u32,
+    },
+    Hyp {
+        src: u32,
+        phase: HypPhase,
+    },
 }
 
 #[derive(Clone, Copy, Debug)]

@@ -43,4 +43,3 @@ impl<P: Parts> Machine<P> {
         }
     }
 }
-

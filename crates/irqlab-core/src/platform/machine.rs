@@ -5,15 +5,15 @@
 //! components' in `components/`, reached through the hooks of `parts`.
 
 use crate::engine::rng::stream;
+use crate::engine::stats::Report;
 use crate::engine::stats::{Latency, Series};
 use crate::engine::time::{Ps, NEVER};
 use crate::engine::trace::{Tracer, TrackId};
-use crate::engine::stats::Report;
 use crate::engine::{Model, Protocol, Scheduler};
 use crate::platform::cpu::{Cpu, Frame, Level, Mask, Prio, Work};
 use crate::platform::fabric::Fabric;
-use crate::platform::source::Source;
 use crate::platform::pmr::{default_irq_pairs, PmrTax};
+use crate::platform::source::Source;
 use crate::scenario::{Arrival, Masking, Scenario};
 use crate::workload::TaskState;
 use std::collections::{BTreeMap, HashSet};
@@ -309,7 +309,19 @@ impl<P: Parts> Machine<P> {
     /// component: no arrivals of its own; the owner raises it (`send_msi`,
     /// `raise_direct`) and gets its hooks. Returns its index.
     #[allow(clippy::too_many_arguments)]
-    pub fn add_source(&mut self, name: String, group: u32, cpu: u32, handler: Ps, prio: Prio, entry: Ps, exit: Ps, latency: Ps, owner: u8, owner_arg: u32) -> u32 {
+    pub fn add_source(
+        &mut self,
+        name: String,
+        group: u32,
+        cpu: u32,
+        handler: Ps,
+        prio: Prio,
+        entry: Ps,
+        exit: Ps,
+        latency: Ps,
+        owner: u8,
+        owner_arg: u32,
+    ) -> u32 {
         let i = self.srcs.len() as u32;
         let mut src = Source::new(name, group, cpu, handler, prio, entry, exit, latency);
         src.owner = owner;

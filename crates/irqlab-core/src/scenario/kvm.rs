@@ -82,7 +82,13 @@ pub struct Kvm {
 pub(super) fn check(s: &super::Scenario) -> super::validate::Check {
     use super::validate::err;
     let Some(k) = &s.kvm else { return Ok(()) };
-    if !s.sources.is_empty() || !s.tasks.is_empty() || !s.vms.is_empty() || !s.nvme.is_empty() || !s.nic.is_empty() || !s.crosscalls.is_empty() {
+    if !s.sources.is_empty()
+        || !s.tasks.is_empty()
+        || !s.vms.is_empty()
+        || !s.nvme.is_empty()
+        || !s.nic.is_empty()
+        || !s.crosscalls.is_empty()
+    {
         return err(
             "kvm",
             "runs as a model of its own (pinned vCPUs, host side not modelled): remove [[source]], [[task]], [[vm]], [[nvme]], [[nic]] and [[crosscall]]",

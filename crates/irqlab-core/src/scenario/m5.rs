@@ -259,7 +259,9 @@ pub(super) fn check(s: &super::Scenario, hosted: &[Option<String>], vm_vcpus: &d
         if !names.insert(n.name.as_str()) {
             return err(format!("{p}.name"), format!("\"{}\" is used twice", n.name));
         }
-        for (key, v, lo, hi) in [("count", n.count, 1, 64), ("queues", n.queues, 1, 128), ("channels", n.channels, 1, 65536), ("depth", n.depth, 1, 65535)] {
+        for (key, v, lo, hi) in
+            [("count", n.count, 1, 64), ("queues", n.queues, 1, 128), ("channels", n.channels, 1, 65536), ("depth", n.depth, 1, 65535)]
+        {
             if v < lo || v > hi {
                 return err(format!("{p}.{key}"), format!("{v}: expected {lo} to {hi}"));
             }
@@ -286,7 +288,10 @@ pub(super) fn check(s: &super::Scenario, hosted: &[Option<String>], vm_vcpus: &d
         }
         let link = n.link_gbps.unwrap_or(n.gbps);
         if !(n.gbps > 0.0 && n.gbps <= link && link <= 1600.0) {
-            return err(format!("{p}.gbps"), format!("{}: expected above 0 and at most the link speed ({link} Gbit/s, at most 1600)", n.gbps));
+            return err(
+                format!("{p}.gbps"),
+                format!("{}: expected above 0 and at most the link speed ({link} Gbit/s, at most 1600)", n.gbps),
+            );
         }
         if n.socket >= s.platform.sockets {
             return err(format!("{p}.socket"), format!("{}: expected 0 to platform.sockets - 1 ({})", n.socket, s.platform.sockets - 1));
@@ -298,7 +303,7 @@ pub(super) fn check(s: &super::Scenario, hosted: &[Option<String>], vm_vcpus: &d
             return err(format!("{p}.ring"), "ring and budget must be at least 1");
         }
         for (j, (b, w)) in n.packets.iter().enumerate() {
-            if !(60..=9216).contains(b) || !(*w > 0.0 && w.is_finite()) {
+            if !((60..=9216).contains(b) && *w > 0.0 && w.is_finite()) {
                 return err(format!("{p}.packets[{j}]"), "expected [bytes from 60 to 9216, share above 0]");
             }
         }

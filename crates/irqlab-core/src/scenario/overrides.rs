@@ -23,8 +23,7 @@ pub fn apply(root: &mut toml::Value, spec: &str) -> Result<(), String> {
                 t.entry(k.to_string()).or_insert_with(|| toml::Value::Table(Default::default()))
             }
             toml::Value::Array(a) => {
-                let idx: usize =
-                    k.parse().map_err(|_| format!("{here} is a list, expected an index instead of \"{k}\""))?;
+                let idx: usize = k.parse().map_err(|_| format!("{here} is a list, expected an index instead of \"{k}\""))?;
                 let len = a.len();
                 let slot = a.get_mut(idx).ok_or_else(|| format!("{here} has {len} entries, no index {idx}"))?;
                 if last {
@@ -42,9 +41,5 @@ pub fn apply(root: &mut toml::Value, spec: &str) -> Result<(), String> {
 /// A TOML value if the text is one (`3`, `true`, `"x"`, `[0, 1]`), else a bare string
 /// (`300ns`, `pmr`), so users need not quote on the command line.
 fn parse_value(raw: &str) -> toml::Value {
-    format!("v = {raw}")
-        .parse::<toml::Table>()
-        .ok()
-        .and_then(|mut t| t.remove("v"))
-        .unwrap_or_else(|| toml::Value::String(raw.to_string()))
+    format!("v = {raw}").parse::<toml::Table>().ok().and_then(|mut t| t.remove("v")).unwrap_or_else(|| toml::Value::String(raw.to_string()))
 }

@@ -54,7 +54,7 @@ impl Serialize for Time {
         } else {
             [(PS_PER_S, "s"), (PS_PER_MS, "ms"), (PS_PER_US, "us"), (PS_PER_NS, "ns"), (1, "ps")]
                 .iter()
-                .find(|(u, _)| t % u == 0)
+                .find(|(u, _)| t.is_multiple_of(*u))
                 .map(|(u, n)| format!("{}{}", t / u, n))
                 .expect("1ps divides everything")
         };
@@ -122,10 +122,7 @@ impl JsonSchema for Rate {
         let mut st = SchemaObject { instance_type: Some(InstanceType::String.into()), ..Default::default() };
         st.string().pattern = Some(r"^\s*[0-9]*\.?[0-9]+\s*[kKMG]?\s*(/s)?\s*$".into());
         let mut o = SchemaObject {
-            subschemas: Some(Box::new(SubschemaValidation {
-                one_of: Some(vec![num.into(), st.into()]),
-                ..Default::default()
-            })),
+            subschemas: Some(Box::new(SubschemaValidation { one_of: Some(vec![num.into(), st.into()]), ..Default::default() })),
             ..Default::default()
         };
         o.metadata().description = Some("Events per second: a number, or \"1M/s\", \"250k/s\"".into());
@@ -206,8 +203,7 @@ impl JsonSchema for CpuTime {
     }
     fn json_schema(_: &mut SchemaGenerator) -> Schema {
         let mut o = SchemaObject { instance_type: Some(InstanceType::String.into()), ..Default::default() };
-        o.string().pattern =
-            Some(r"^\s*(0|[0-9]*\.?[0-9]+([eE][-+]?[0-9]+)?\s*(ps|ns|us|µs|ms|s|cycles))\s*$".into());
+        o.string().pattern = Some(r"^\s*(0|[0-9]*\.?[0-9]+([eE][-+]?[0-9]+)?\s*(ps|ns|us|µs|ms|s|cycles))\s*$".into());
         o.metadata().description = Some("A time with a unit (\"14ns\") or core cycles (\"46cycles\", needs cpu.ghz)".into());
         o.into()
     }

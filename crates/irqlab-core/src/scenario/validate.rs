@@ -247,7 +247,10 @@ fn crosscalls(s: &Scenario, hosted: &[Option<String>]) -> Check {
                 return err(format!("{p}.timeout"), "is needed to escalate from one mechanism to the next");
             }
             Some(t) if t.ps() == 0 || (x.signals as u64 - 1) * x.signal_interval.ps() >= t.ps() => {
-                return err(format!("{p}.timeout"), "must be above 0 and longer than the repeated signals ((signals - 1) x signal_interval)");
+                return err(
+                    format!("{p}.timeout"),
+                    "must be above 0 and longer than the repeated signals ((signals - 1) x signal_interval)",
+                );
             }
             _ => {}
         }

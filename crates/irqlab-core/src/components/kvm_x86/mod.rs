@@ -512,10 +512,7 @@ impl KvmModel {
             return;
         }
         // Attribute the cancel to the first pending request in service order (EVENT last).
-        let first = (0..NREQ)
-            .filter(|&i| vc.pending & (1 << i) != 0)
-            .min_by_key(|&i| self.pos_of[i])
-            .expect("something is pending");
+        let first = (0..NREQ).filter(|&i| vc.pending & (1 << i) != 0).min_by_key(|&i| self.pos_of[i]).expect("something is pending");
         let req = if first == Req::Event as usize { Req::Event } else { self.order[self.pos_of[first]] };
         let key = match vc.cause[req as usize] {
             Cause::Req(by) => format!("cancels.{}.raised_by.{}", req.name(), by.name()),

@@ -149,7 +149,7 @@ pub fn resolve(o: &Order) -> Result<Vec<Req>, (String, String)> {
     }
 }
 
-type Table = (Vec<&'static str>, Vec<(&'static str, Vec<&'static str>)>, Vec<(&'static str, &'static str)>);
+pub type Table = (Vec<&'static str>, Vec<(&'static str, Vec<&'static str>)>, Vec<(&'static str, &'static str)>);
 
 /// The request list, the presets and the "servicing X raises Y" edges (LVTPC in
 /// NMI mode), for front ends that search orders.

@@ -118,11 +118,8 @@ impl Dim {
             let us = (end.time - self.start.time) / PS_PER_US;
             if us > 0 {
                 let per_ms = |n: u64| (n * 1000).div_ceil(us);
-                let curr = Stats {
-                    ppms: per_ms(end.pkts - self.start.pkts),
-                    bpms: per_ms(end.bytes - self.start.bytes),
-                    epms: per_ms(NEVENTS),
-                };
+                let curr =
+                    Stats { ppms: per_ms(end.pkts - self.start.pkts), bpms: per_ms(end.bytes - self.start.bytes), epms: per_ms(NEVENTS) };
                 self.decisions += 1;
                 if self.decide(&curr, rng) {
                     // DIM_APPLY_NEW_PROFILE, then DIM_START_MEASURE once the work item ran.

@@ -289,8 +289,7 @@ impl Component for GlobalModeration {
             .flat_map(|g| g.cpus.iter().filter(|c| c.timer.is_some()).flat_map(|c| c.list.iter().copied()))
             .collect();
         m.audit.disabled_at_end = m.srcs.iter().filter(|s| s.disabled).count() as u64;
-        m.audit.disabled_orphans =
-            m.srcs.iter().enumerate().filter(|(i, s)| s.disabled && !listed.contains(&(*i as u32))).count() as u64;
+        m.audit.disabled_orphans = m.srcs.iter().enumerate().filter(|(i, s)| s.disabled && !listed.contains(&(*i as u32))).count() as u64;
     }
 }
 

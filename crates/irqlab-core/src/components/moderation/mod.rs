@@ -9,8 +9,8 @@ use crate::engine::time::{Ps, NEVER};
 use crate::engine::{Scheduler, TimerHandle};
 use crate::platform::machine::Ev;
 
-pub use gsim::GlobalModeration;
 use crate::scenario::{Moderation, ModerationKind};
+pub use gsim::GlobalModeration;
 
 /// A device queue's moderation state: when its pending work may raise an interrupt.
 pub struct QueueMod {

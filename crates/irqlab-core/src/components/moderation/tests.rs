@@ -46,7 +46,12 @@ const GSIM_ADAPTIVE: [&str; 3] = ["gsim.delay_us=100", "gsim.target_intr_rate=20
 
 #[test]
 fn moderation_loses_no_io() {
-    for sets in [vec![], vec!["gsim.delay_us=200"], GSIM_ADAPTIVE.to_vec(), vec!["nvme.0.moderation.kind=static", "nvme.0.moderation.usecs=100us", "nvme.0.moderation.frames=8"]] {
+    for sets in [
+        vec![],
+        vec!["gsim.delay_us=200"],
+        GSIM_ADAPTIVE.to_vec(),
+        vec!["nvme.0.moderation.kind=static", "nvme.0.moderation.usecs=100us", "nvme.0.moderation.frames=8"],
+    ] {
         let out = go(NVME, &sets);
         assert_eq!(out.audit.ios_owned, 2 * 4 * 32);
         assert_eq!(out.audit.ios_found, out.audit.ios_owned, "{sets:?}");

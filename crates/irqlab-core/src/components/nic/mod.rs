@@ -354,7 +354,8 @@ fn rx_rearm<P: Has<Nic>>(m: &mut Machine<P>, s: &mut Scheduler<Ev>, q: u32) {
     let now = s.now();
     let rx = &mut m.parts.get().rxqs[q as usize];
     if rx.modq.kind == ModerationKind::Dim {
-        let sample = crate::components::moderation::dim::Sample { time: now, events: rx.modq.events, pkts: rx.modq.pkts, bytes: rx.modq.bytes };
+        let sample =
+            crate::components::moderation::dim::Sample { time: now, events: rx.modq.events, pkts: rx.modq.pkts, bytes: rx.modq.bytes };
         let dim = rx.modq.dim.as_mut().expect("dim state");
         if dim.update(sample, &mut rx.rng) {
             (rx.modq.usecs, rx.modq.frames) = dim.profile();

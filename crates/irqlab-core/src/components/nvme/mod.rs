@@ -14,6 +14,7 @@
 //! keep every batch of resubmissions together, lap after lap), and the I/O a
 //! channel finishes is taken to be the oldest in service.
 
+use crate::components::moderation::QueueMod;
 use crate::engine::rng::{exp_sample, stream, Rng};
 use crate::engine::stats::{Latency, Report};
 use crate::engine::time::{ps_to_s, s_to_ps, Ps};
@@ -22,7 +23,6 @@ use crate::platform::cpu::{Level, Prio};
 use crate::platform::fabric::DmaFor;
 use crate::platform::machine::{Ev, Machine};
 use crate::platform::parts::{Component, Has};
-use crate::components::moderation::QueueMod;
 use crate::scenario::Scenario;
 use rand::Rng as _;
 use std::collections::VecDeque;
