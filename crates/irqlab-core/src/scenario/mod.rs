@@ -2,15 +2,31 @@
 //! Serde types with `deny_unknown_fields`; [`load`] adds `--set` overrides and
 //! the checks serde cannot express, and every error names the key path.
 
-mod kvm;
-mod m5;
-mod overrides;
-mod units;
-mod validate;
+//!
+//! Split by concept: the core here (platform, fabric, stats, trace, figures)
+//! with `cpu`, `hypervisor` and `workload` (sources, tasks); each component's
+//! section lives with the component (`components/*/params.rs`) and is listed
+//! in `Scenario` below with its check in `check_components`.
 
-pub use kvm::{Kvm, KvmCosts, KvmRates, Lvtpc, Order};
-pub use m5::{Fio, Gsim, GsimChange, Moderation, ModerationKind, Nic, Nvme};
+pub mod check;
+mod cpu;
+mod hypervisor;
+mod load;
+mod overrides;
+pub mod units;
+mod validate;
+mod workload;
+
+pub use crate::components::crosscall::params::{CrossCall, Mechanism};
+pub use crate::components::kvm_x86::params::{Kvm, KvmCosts, KvmRates, Lvtpc, Order};
+pub use crate::components::moderation::params::{Gsim, GsimChange, Moderation, ModerationKind};
+pub use crate::components::nic::params::Nic;
+pub use crate::components::nvme::params::{Fio, Nvme};
+pub use cpu::{CpuCosts, Masking, PmrCosts, SdeiCosts};
+pub use hypervisor::{HypervisorCosts, Vm};
+pub use load::{json_schema, load};
 pub use units::{CpuTime, Rate, Time};
+pub use workload::{Arrival, ExceptionKind, Source, Task};
 
 use schemars::JsonSchema;
 use serde::{Deserialize, Serialize};
@@ -20,9 +36,6 @@ fn one() -> u64 {
 }
 fn one_u32() -> u32 {
     1
-}
-fn cpu0() -> Vec<u32> {
-    vec![0]
 }
 
 #[derive(Clone, Debug, Deserialize, Serialize, JsonSchema)]
@@ -95,89 +108,6 @@ impl Default for Platform {
     }
 }
 
-/// How the kernel masks interrupts (arm64): PSTATE.DAIF, or GIC priority via ICC_PMR_EL1 (pseudo-NMI).
-#[derive(Clone, Copy, Debug, Default, Deserialize, Serialize, JsonSchema, PartialEq, Eq)]
-#[serde(rename_all = "lowercase")]
-pub enum Masking {
-    #[default]
-    Daif,
-    Pmr,
-}
-
-/// Per-CPU costs of the exception and scheduling paths. Zero unless given.
-#[derive(Clone, Debug, Default, Deserialize, Serialize, JsonSchema)]
-#[serde(deny_unknown_fields)]
-pub struct CpuCosts {
-    #[serde(default)]
-    pub masking: Masking,
-    /// IRQ exception entry: vector, register save (`el1_interrupt` / `el0_interrupt` up to the handler).
-    #[serde(default)]
-    pub irq_entry: Time,
-    /// IRQ exception exit: register restore and `eret`.
-    #[serde(default)]
-    pub irq_exit: Time,
-    /// Synchronous exception (syscall, fault) entry.
-    #[serde(default)]
-    pub exception_entry: Time,
-    #[serde(default)]
-    pub exception_exit: Time,
-    /// `__schedule()` + `context_switch()` when the task changes.
-    #[serde(default)]
-    pub context_switch: Time,
-    /// Time a task runs before it is preempted for another runnable one (checked on return to user).
-    #[serde(default = "default_timeslice")]
-    pub timeslice: Time,
-    /// Core clock in GHz, needed only for costs written in cycles (`"46cycles"`).
-    #[serde(default)]
-    pub ghz: Option<f64>,
-    /// What pseudo-NMI costs on every exception (used when `masking = "pmr"`).
-    #[serde(default)]
-    pub pmr: PmrCosts,
-    /// SDEI (firmware-dispatched event) costs, for cross-calls that use it.
-    #[serde(default)]
-    pub sdei: SdeiCosts,
-    /// SGI delivery: from the `ICC_SGI1R_EL1` write to the target's redistributor.
-    #[serde(default)]
-    pub sgi_latency: Time,
-}
-
-/// Costs of masking by GIC priority (`irqchip.gicv3_pseudo_nmi=1`). The model
-/// counts the places the kernel touches `ICC_PMR_EL1`/`ICC_RPR_EL1` per
-/// exception; only the cost of one access and of the DSB are parameters.
-#[derive(Clone, Debug, Default, Deserialize, Serialize, JsonSchema)]
-#[serde(deny_unknown_fields)]
-pub struct PmrCosts {
-    /// One system-register access to `ICC_PMR_EL1` (read or write) or `ICC_RPR_EL1`.
-    #[serde(default)]
-    pub access: CpuTime,
-    /// The synchronising `dsb sy` after unmasking, paid only when `pmhe` is set.
-    #[serde(default)]
-    pub dsb: CpuTime,
-    /// `ICC_CTLR_EL1.PMHE`: priority-mask hint enable. With 0 the kernel patches the DSB to a NOP.
-    #[serde(default)]
-    pub pmhe: bool,
-}
-
-/// SDEI software-signalled event 0 (`SDEI_EVENT_SIGNAL`, SMC 0xC400002F). No
-/// published figure exists: every default is 0 and a scenario states its assumption.
-#[derive(Clone, Debug, Default, Deserialize, Serialize, JsonSchema)]
-#[serde(deny_unknown_fields)]
-pub struct SdeiCosts {
-    /// The requester's SMC into EL3 until the event is marked for the target PE.
-    #[serde(default)]
-    pub signal: Time,
-    /// Firmware entry on the target PE and dispatch to the registered EL1 handler.
-    #[serde(default)]
-    pub dispatch: Time,
-    /// `SDEI_EVENT_COMPLETE`: the handler's SMC back to firmware and the return to the interrupted context.
-    #[serde(default)]
-    pub complete: Time,
-}
-
-fn default_timeslice() -> Time {
-    Time(3 * crate::engine::time::PS_PER_MS)
-}
-
 /// The platform interrupt fabric (PCIe root port, IOMMU interrupt remapping): every
 /// MSI write occupies one of `slots` for `msi_write`; beyond capacity writes queue.
 #[derive(Clone, Debug, Deserialize, Serialize, JsonSchema)]
@@ -204,173 +134,6 @@ impl Default for Fabric {
     fn default() -> Self {
         Self { msi_write: Time(0), slots: 1, latency: Time(0), dma_write: Time(0), dma_per_kib: Time(0) }
     }
-}
-
-/// Trap-and-emulate injection costs: a physical interrupt for a running guest exits to the hypervisor.
-#[derive(Clone, Debug, Default, Deserialize, Serialize, JsonSchema)]
-#[serde(deny_unknown_fields)]
-pub struct HypervisorCosts {
-    /// Guest exit to the hypervisor (EL2 / VMX root).
-    #[serde(default)]
-    pub exit: Time,
-    /// Hypervisor handling: acknowledge/EOI the physical interrupt, look up the virtual one.
-    #[serde(default)]
-    pub handler: Time,
-    /// Injection: write a list register (arm64) or the VMCS event field (x86).
-    #[serde(default)]
-    pub inject: Time,
-    /// Guest entry (`eret` to EL1 / VMRESUME).
-    #[serde(default)]
-    pub entry: Time,
-}
-
-#[derive(Clone, Copy, Debug, Default, Deserialize, Serialize, JsonSchema, PartialEq, Eq)]
-#[serde(rename_all = "lowercase")]
-pub enum Arrival {
-    #[default]
-    Poisson,
-    Periodic,
-}
-
-/// A device queue's interrupt (an MSI-X vector). `count` > 1 makes instances `name.0`, `name.1`, ...
-#[derive(Clone, Debug, Deserialize, Serialize, JsonSchema)]
-#[serde(deny_unknown_fields)]
-pub struct Source {
-    pub name: String,
-    #[serde(default = "one_u32")]
-    pub count: u32,
-    /// Interrupts per second, per instance.
-    pub rate: Rate,
-    #[serde(default)]
-    pub arrival: Arrival,
-    /// Target CPUs (vCPU indices if `vm` is set); instance i goes to `cpus[i % len]`.
-    #[serde(default = "cpu0")]
-    pub cpus: Vec<u32>,
-    /// Assign the device to this VM: its interrupts take the injection path.
-    #[serde(default)]
-    pub vm: Option<String>,
-    /// Hardirq handler body.
-    pub handler: Time,
-    /// Softirq work raised per interrupt (e.g. a NAPI poll), run on irq exit.
-    #[serde(default)]
-    pub softirq: Time,
-    /// NMI priority: gets through PMR masking (pseudo-NMI), not DAIF.
-    #[serde(default)]
-    pub nmi: bool,
-    /// No arrivals from this time on (lets a run drain).
-    #[serde(default)]
-    pub stop: Option<Time>,
-    /// `irqlab replay`: take the arrivals from the recorded interrupt with this
-    /// name or number instead of `rate` (a single instance).
-    #[serde(default)]
-    pub replay: Option<String>,
-}
-
-#[derive(Clone, Copy, Debug, Default, Deserialize, Serialize, JsonSchema, PartialEq, Eq)]
-#[serde(rename_all = "lowercase")]
-pub enum ExceptionKind {
-    /// Pure user-mode compute loop.
-    #[default]
-    None,
-    Syscall,
-    Pagefault,
-    /// A `sched_yield()` syscall: the scheduler picks the next runnable task.
-    Yield,
-}
-
-/// A task looping forever: `work` in user mode, then an exception with `body` of kernel work.
-#[derive(Clone, Debug, Deserialize, Serialize, JsonSchema)]
-#[serde(deny_unknown_fields)]
-pub struct Task {
-    pub name: String,
-    #[serde(default = "one_u32")]
-    pub count: u32,
-    /// CPUs (vCPU indices if `vm` is set); instance i runs on `cpus[i % len]`.
-    #[serde(default = "cpu0")]
-    pub cpus: Vec<u32>,
-    #[serde(default)]
-    pub vm: Option<String>,
-    pub work: Time,
-    #[serde(default)]
-    pub exception: ExceptionKind,
-    /// Kernel work in the exception, interrupts enabled.
-    #[serde(default)]
-    pub body: Time,
-    /// A critical section at the start of the body with interrupts masked (`local_irq_disable`).
-    #[serde(default)]
-    pub irqs_off: Time,
-    /// How that section masks: `cpu.masking` by default; `"daif"` is code that
-    /// sets PSTATE.I itself (`local_daif_mask`), which pseudo-NMI cannot reach.
-    #[serde(default)]
-    pub irqs_off_with: Option<Masking>,
-    /// `local_irq_disable/enable` pairs on one pass of the exception path; by
-    /// default syscall 1, pagefault 1, yield 3, none 0 (docs/m1-masking-and-nmi.md).
-    #[serde(default)]
-    pub irq_pairs: Option<u32>,
-}
-
-/// How a cross-call reaches its target CPUs.
-#[derive(Clone, Copy, Debug, Deserialize, Serialize, JsonSchema, PartialEq, Eq)]
-#[serde(rename_all = "kebab-case")]
-pub enum Mechanism {
-    /// An ordinary SGI: held back by any IRQ mask.
-    Ipi,
-    /// An NMI-priority SGI: gets through PMR masking, not DAIF (needs `cpu.masking = "pmr"`).
-    PseudoNmi,
-    /// SDEI software-signalled event 0, dispatched by EL3 firmware whatever DAIF says.
-    Sdei,
-    /// FEAT_NMI (Armv8.8): a superpriority SGI that gets through DAIF.I.
-    Nmi,
-}
-
-impl Mechanism {
-    pub fn name(self) -> &'static str {
-        match self {
-            Mechanism::Ipi => "ipi",
-            Mechanism::PseudoNmi => "pseudo-nmi",
-            Mechanism::Sdei => "sdei",
-            Mechanism::Nmi => "nmi",
-        }
-    }
-}
-
-/// One CPU asks others to run a handler (`arch_trigger_cpumask_backtrace`,
-/// `smp_send_stop`): it signals with the first mechanism, and after `timeout`
-/// signals the CPUs that have not answered with the next one.
-#[derive(Clone, Debug, Deserialize, Serialize, JsonSchema)]
-#[serde(deny_unknown_fields)]
-pub struct CrossCall {
-    pub name: String,
-    /// When the request is made (at or after warm-up).
-    pub at: Time,
-    /// The requesting CPU.
-    #[serde(default)]
-    pub from: u32,
-    /// Target CPUs; default every CPU but `from`.
-    #[serde(default)]
-    pub targets: Option<Vec<u32>>,
-    /// Mechanisms in escalation order, e.g. `["ipi", "sdei"]`.
-    pub mechanisms: Vec<Mechanism>,
-    /// How long to wait for every target before escalating (needed with more than one mechanism).
-    #[serde(default)]
-    pub timeout: Option<Time>,
-    /// Signals sent per mechanism (a retrying requester); edge-triggered delivery may merge them.
-    #[serde(default = "one_u32")]
-    pub signals: u32,
-    /// Gap between repeated signals.
-    #[serde(default)]
-    pub signal_interval: Time,
-    /// The handler on the target (e.g. dumping a backtrace).
-    pub handler: Time,
-}
-
-/// A VM whose vCPUs are pinned 1:1 to `pcpus`.
-#[derive(Clone, Debug, Deserialize, Serialize, JsonSchema)]
-#[serde(deny_unknown_fields)]
-pub struct Vm {
-    pub name: String,
-    pub vcpus: u32,
-    pub pcpus: Vec<u32>,
 }
 
 #[derive(Clone, Debug, Default, Deserialize, Serialize, JsonSchema)]
@@ -425,6 +188,24 @@ pub struct Expect {
     pub set: Vec<String>,
 }
 
+impl Scenario {
+    /// The components' sections, each checked by its own `check` (the list of
+    /// components, as in `Scenario`'s fields above).
+    fn check_components(&self, ctx: &check::Ctx) -> check::Check {
+        crate::components::crosscall::params::check(&self.crosscalls, ctx)?;
+        let mut device_names = std::collections::HashSet::new();
+        crate::components::nvme::params::check(&self.nvme, ctx, &mut device_names)?;
+        crate::components::nic::params::check(&self.nic, ctx, &mut device_names)?;
+        if let Some(g) = &self.gsim {
+            g.check(ctx)?;
+        }
+        if let Some(k) = &self.kvm {
+            k.check()?;
+        }
+        Ok(())
+    }
+}
+
 /// A load error: one line, naming the file, the key path and what was expected.
 #[derive(Debug, Clone, PartialEq)]
 pub struct ScenarioError(pub String);
@@ -435,59 +216,6 @@ impl std::fmt::Display for ScenarioError {
     }
 }
 impl std::error::Error for ScenarioError {}
-
-/// Parses, overrides (`key.path=value`), deserializes and validates a scenario.
-/// `origin` names the file in messages.
-pub fn load(text: &str, origin: &str, overrides: &[String]) -> Result<Scenario, ScenarioError> {
-    let mut value: toml::Value = text.parse::<toml::Table>().map(toml::Value::Table).map_err(|e| {
-        let (line, col) = e.span().map(|s| line_col(text, s.start)).unwrap_or((0, 0));
-        ScenarioError(format!("{origin}:{line}:{col}: malformed TOML: {}", one_line(e.message())))
-    })?;
-    for o in overrides {
-        overrides::apply(&mut value, o).map_err(|m| ScenarioError(format!("--set {}: {}", escaped(o), one_line(&m))))?;
-    }
-    let mut sc: Scenario = serde_path_to_error::deserialize(value).map_err(|e| {
-        let path = escaped(&e.path().to_string());
-        // toml appends "\nin `key`", which the path already says.
-        let inner = e.inner().to_string();
-        let msg = one_line(inner.split("\nin `").next().unwrap_or(&inner));
-        if path == "." {
-            ScenarioError(format!("{origin}: {msg}"))
-        } else {
-            ScenarioError(format!("{origin}: {path}: {msg}"))
-        }
-    })?;
-    validate::check(&sc).map_err(|(path, msg)| ScenarioError(format!("{origin}: {path}: {msg}")))?;
-    for e in &mut sc.expect {
-        if e.name.is_empty() {
-            e.name = sc.name.clone();
-        }
-    }
-    Ok(sc)
-}
-
-/// The JSON Schema of the scenario format, generated from the types above.
-pub fn json_schema() -> String {
-    serde_json::to_string_pretty(&schemars::schema_for!(Scenario)).expect("schema serializes")
-}
-
-fn line_col(text: &str, offset: usize) -> (usize, usize) {
-    let before = &text[..offset.min(text.len())];
-    let line = before.matches('\n').count() + 1;
-    let col = before.len() - before.rfind('\n').map(|i| i + 1).unwrap_or(0) + 1;
-    (line, col)
-}
-
-/// Messages are one line: white space, newlines included, folds to one space.
-fn one_line(s: &str) -> String {
-    s.split_whitespace().collect::<Vec<_>>().join(" ")
-}
-
-/// What the user typed (a key path, a --set), with control characters escaped
-/// so that it stays on one line and shows exactly what was given.
-fn escaped(s: &str) -> String {
-    s.chars().flat_map(|c| if c.is_control() { c.escape_default().collect::<Vec<_>>() } else { vec![c] }).collect()
-}
 
 #[cfg(test)]
 mod tests;

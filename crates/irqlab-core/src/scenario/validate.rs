@@ -2,14 +2,9 @@
 //! sections, and combinations the model does not support (yet), each reported
 //! with its key path.
 
-use super::Scenario;
+use super::check::{err, targets, Check, Ctx};
+use super::{ExceptionKind, Masking, Scenario};
 use std::collections::HashSet;
-
-pub(super) type Check = Result<(), (String, String)>;
-
-pub(super) fn err<T>(path: impl Into<String>, msg: impl Into<String>) -> Result<T, (String, String)> {
-    Err((path.into(), msg.into()))
-}
 
 const MAX_CPUS: u32 = 4096;
 /// Keeps a run's JSON to a sensible size.
@@ -72,13 +67,21 @@ pub fn check(s: &Scenario) -> Check {
             hosted[c as usize] = Some(vm.name.clone());
         }
     }
-    let vm_vcpus = |name: &str| s.vms.iter().find(|v| v.name == name).map(|v| v.vcpus);
+    let ctx = Ctx {
+        cpus,
+        sockets: s.platform.sockets,
+        warmup: s.warmup,
+        duration: s.duration,
+        pmr: s.cpu.masking == Masking::Pmr,
+        hosted,
+        vms: s.vms.iter().map(|v| (v.name.clone(), v.vcpus)).collect(),
+    };
 
     let mut names = HashSet::new();
     for (i, src) in s.sources.iter().enumerate() {
         let p = format!("source[{i}]");
         instances(&p, &src.name, src.count, &mut names)?;
-        targets(&p, &src.cpus, src.vm.as_deref(), cpus, &vm_vcpus, &hosted)?;
+        targets(&p, &src.cpus, src.vm.as_deref(), &ctx)?;
         if src.replay.is_some() && src.count != 1 {
             return err(format!("{p}.count"), "a replayed source is one interrupt: count must be 1");
         }
@@ -86,22 +89,36 @@ pub fn check(s: &Scenario) -> Check {
             return err(format!("{p}.rate"), "a periodic source needs a rate above 0");
         }
     }
-    cpu_costs(s)?;
-    crosscalls(s, &hosted)?;
-    super::m5::check(s, &hosted, &vm_vcpus)?;
-    super::kvm::check(s)?;
+    s.cpu.check()?;
+    if (s.fabric.dma_write.ps() > 0 || s.fabric.dma_per_kib.ps() > 0) && s.fabric.slots != 1 {
+        return err("fabric.slots", "must be 1 when devices DMA through the fabric (one in-order posted-write path)");
+    }
+    if s.kvm.is_some()
+        && (!s.sources.is_empty()
+            || !s.tasks.is_empty()
+            || !s.vms.is_empty()
+            || !s.nvme.is_empty()
+            || !s.nic.is_empty()
+            || !s.crosscalls.is_empty())
+    {
+        return err(
+            "kvm",
+            "runs as a model of its own (pinned vCPUs, host side not modelled): remove [[source]], [[task]], [[vm]], [[nvme]], [[nic]] and [[crosscall]]",
+        );
+    }
+    s.check_components(&ctx)?;
     let mut names = HashSet::new();
     for (i, t) in s.tasks.iter().enumerate() {
         let p = format!("task[{i}]");
         instances(&p, &t.name, t.count, &mut names)?;
-        targets(&p, &t.cpus, t.vm.as_deref(), cpus, &vm_vcpus, &hosted)?;
-        if t.exception == super::ExceptionKind::None && t.work.ps() == 0 {
+        targets(&p, &t.cpus, t.vm.as_deref(), &ctx)?;
+        if t.exception == ExceptionKind::None && t.work.ps() == 0 {
             return err(format!("{p}.work"), "a task with no exception needs work above 0 (it would loop in zero time)");
         }
         if t.irqs_off > t.body {
             return err(format!("{p}.irqs_off"), "is part of the body, so it cannot be longer than body");
         }
-        if t.irqs_off_with == Some(super::Masking::Pmr) && s.cpu.masking != super::Masking::Pmr {
+        if t.irqs_off_with == Some(Masking::Pmr) && s.cpu.masking != Masking::Pmr {
             return err(format!("{p}.irqs_off_with"), "\"pmr\" needs pseudo-NMI: set cpu.masking = \"pmr\"");
         }
     }
@@ -132,128 +149,6 @@ fn instances<'a>(p: &str, name: &'a str, count: u32, names: &mut HashSet<&'a str
     }
     if count == 0 {
         return err(format!("{p}.count"), "must be at least 1");
-    }
-    Ok(())
-}
-
-/// A source's or task's placement: pCPUs on the host, vCPU indices in a VM.
-pub(super) fn targets(
-    p: &str,
-    list: &[u32],
-    vm: Option<&str>,
-    cpus: u32,
-    vm_vcpus: &dyn Fn(&str) -> Option<u32>,
-    hosted: &[Option<String>],
-) -> Check {
-    if list.is_empty() {
-        return err(format!("{p}.cpus"), "must list at least one CPU");
-    }
-    match vm {
-        Some(name) => {
-            let Some(n) = vm_vcpus(name) else {
-                return err(format!("{p}.vm"), format!("no VM named \"{name}\" (declare it in a [[vm]] table)"));
-            };
-            for (j, &c) in list.iter().enumerate() {
-                if c >= n {
-                    return err(format!("{p}.cpus[{j}]"), format!("vCPU {c} does not exist ({name} has {n})"));
-                }
-            }
-        }
-        None => {
-            for (j, &c) in list.iter().enumerate() {
-                if c >= cpus {
-                    return err(format!("{p}.cpus[{j}]"), format!("cpu {c} does not exist (platform.cpus = {cpus})"));
-                }
-                if let Some(owner) = &hosted[c as usize] {
-                    // The host side of a pCPU that runs a pinned vCPU is not modelled yet.
-                    return err(
-                        format!("{p}.cpus[{j}]"),
-                        format!("cpu {c} runs a vCPU of {owner}; host tasks and host interrupts cannot target it"),
-                    );
-                }
-            }
-        }
-    }
-    Ok(())
-}
-
-fn cpu_costs(s: &Scenario) -> Check {
-    if let Some(g) = s.cpu.ghz {
-        if !(g.is_finite() && g > 0.0) {
-            return err("cpu.ghz", format!("{g}: expected a clock above 0 GHz, like 3.4"));
-        }
-    }
-    for (key, c) in [("cpu.pmr.access", s.cpu.pmr.access), ("cpu.pmr.dsb", s.cpu.pmr.dsb)] {
-        if c.ps(s.cpu.ghz).is_none() {
-            return err(key, "is given in cycles, so cpu.ghz must be set to convert it");
-        }
-    }
-    Ok(())
-}
-
-fn crosscalls(s: &Scenario, hosted: &[Option<String>]) -> Check {
-    let cpus = s.platform.cpus;
-    let mut names = HashSet::new();
-    for (i, x) in s.crosscalls.iter().enumerate() {
-        let p = format!("crosscall[{i}]");
-        if !names.insert(x.name.as_str()) {
-            return err(format!("{p}.name"), format!("\"{}\" is used twice", x.name));
-        }
-        if x.at < s.warmup || x.at >= s.duration {
-            return err(format!("{p}.at"), "must be within the measured span: at or after warmup, before duration");
-        }
-        if x.from >= cpus {
-            return err(format!("{p}.from"), format!("cpu {} does not exist (platform.cpus = {cpus})", x.from));
-        }
-        let targets: Vec<u32> = match &x.targets {
-            Some(t) => t.clone(),
-            None => (0..cpus).filter(|&c| c != x.from).collect(),
-        };
-        if targets.is_empty() {
-            return err(format!("{p}.targets"), "no target CPU (a one-CPU platform has no other CPU to call)");
-        }
-        let mut seen = HashSet::new();
-        for (j, &c) in targets.iter().enumerate() {
-            if c >= cpus {
-                return err(format!("{p}.targets[{j}]"), format!("cpu {c} does not exist (platform.cpus = {cpus})"));
-            }
-            if !seen.insert(c) {
-                return err(format!("{p}.targets[{j}]"), format!("cpu {c} is listed twice"));
-            }
-            if let Some(owner) = &hosted[c as usize] {
-                return err(format!("{p}.targets[{j}]"), format!("cpu {c} runs a vCPU of {owner}; cross-calls target host CPUs"));
-            }
-        }
-        if x.mechanisms.is_empty() {
-            return err(format!("{p}.mechanisms"), "must list at least one of \"ipi\", \"pseudo-nmi\", \"sdei\", \"nmi\"");
-        }
-        let mut seen = HashSet::new();
-        for (j, m) in x.mechanisms.iter().enumerate() {
-            if !seen.insert(m.name()) {
-                return err(format!("{p}.mechanisms[{j}]"), format!("\"{}\" is listed twice", m.name()));
-            }
-            if *m == super::Mechanism::PseudoNmi && s.cpu.masking != super::Masking::Pmr {
-                return err(format!("{p}.mechanisms[{j}]"), "\"pseudo-nmi\" needs cpu.masking = \"pmr\" (irqchip.gicv3_pseudo_nmi=1)");
-            }
-        }
-        if x.signals == 0 {
-            return err(format!("{p}.signals"), "must be at least 1");
-        }
-        if x.signals > 1 && x.signal_interval.ps() == 0 {
-            return err(format!("{p}.signal_interval"), "must be above 0 when signals > 1");
-        }
-        match x.timeout {
-            None if x.mechanisms.len() > 1 => {
-                return err(format!("{p}.timeout"), "is needed to escalate from one mechanism to the next");
-            }
-            Some(t) if t.ps() == 0 || (x.signals as u64 - 1) * x.signal_interval.ps() >= t.ps() => {
-                return err(
-                    format!("{p}.timeout"),
-                    "must be above 0 and longer than the repeated signals ((signals - 1) x signal_interval)",
-                );
-            }
-            _ => {}
-        }
     }
     Ok(())
 }

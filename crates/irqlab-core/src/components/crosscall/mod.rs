@@ -10,6 +10,8 @@
 //! handler runs give one handler run). A target that has not answered after
 //! `timeout` is signalled with the next mechanism.
 
+pub mod params;
+
 use crate::engine::stats::{Latency, Report};
 use crate::engine::time::Ps;
 use crate::engine::Scheduler;

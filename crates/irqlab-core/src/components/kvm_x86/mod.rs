@@ -13,6 +13,8 @@
 //! The vCPUs are pinned and the host side of their pCPUs is not modelled, so
 //! this is a model of its own on the engine, not part of the machine model.
 
+pub mod params;
+
 pub mod nmi;
 pub mod requests;
 

@@ -2,6 +2,8 @@
 //! Linux DIM) decides when a device queue signals its vector; GSIM
 //! ([`gsim`]) moderates globally, in the OS, after the handler.
 
+pub mod params;
+
 pub mod dim;
 pub mod gsim;
 

@@ -7,6 +7,8 @@
 //! (`os/napi.rs`, with this queue's `napi_poll`/`napi_done`) takes up to
 //! `budget` packets per round.
 
+pub mod params;
+
 use crate::components::moderation::QueueMod;
 use crate::engine::rng::{exp_sample, stream, Rng};
 use crate::engine::stats::{Latency, Report};

@@ -14,6 +14,8 @@
 //! keep every batch of resubmissions together, lap after lap), and the I/O a
 //! channel finishes is taken to be the oldest in service.
 
+pub mod params;
+
 use crate::components::moderation::QueueMod;
 use crate::engine::rng::{exp_sample, stream, Rng};
 use crate::engine::stats::{Latency, Report};

@@ -1,11 +1,16 @@
 //! The `[kvm]` section (M4): a KVM x86 guest's vCPUs, the order in which
 //! `vcpu_enter_guest()` services requests, what raises them, and the costs.
 
-use super::{one_u32, Rate, Time};
+use crate::scenario::check::{err, Check};
+use crate::scenario::units::{Rate, Time};
 use schemars::JsonSchema;
 use serde::{Deserialize, Serialize};
 
-pub use crate::components::kvm_x86::requests::{Lvtpc, Order};
+pub use super::requests::{Lvtpc, Order};
+
+fn one_u32() -> u32 {
+    1
+}
 
 /// Per-vCPU rates of what makes requests and exits.
 #[derive(Clone, Debug, Default, Deserialize, Serialize, JsonSchema)]
@@ -78,28 +83,17 @@ pub struct Kvm {
     pub costs: KvmCosts,
 }
 
-/// Checks that serde cannot express; `order` names are checked by the model's request table.
-pub(super) fn check(s: &super::Scenario) -> super::validate::Check {
-    use super::validate::err;
-    let Some(k) = &s.kvm else { return Ok(()) };
-    if !s.sources.is_empty()
-        || !s.tasks.is_empty()
-        || !s.vms.is_empty()
-        || !s.nvme.is_empty()
-        || !s.nic.is_empty()
-        || !s.crosscalls.is_empty()
-    {
-        return err(
-            "kvm",
-            "runs as a model of its own (pinned vCPUs, host side not modelled): remove [[source]], [[task]], [[vm]], [[nvme]], [[nic]] and [[crosscall]]",
-        );
+impl Kvm {
+    /// Ranges, and request names the model's request table knows.
+    pub fn check(&self) -> Check {
+        let k = self;
+        if k.vms == 0 || k.vms > 64 {
+            return err("kvm.vms", format!("{}: expected 1 to 64", k.vms));
+        }
+        if k.vcpus == 0 || k.vcpus > 1024 {
+            return err("kvm.vcpus", format!("{}: expected 1 to 1024", k.vcpus));
+        }
+        super::requests::resolve(&k.order).map_err(|(path, msg)| (format!("kvm.order{path}"), msg))?;
+        Ok(())
     }
-    if k.vms == 0 || k.vms > 64 {
-        return err("kvm.vms", format!("{}: expected 1 to 64", k.vms));
-    }
-    if k.vcpus == 0 || k.vcpus > 1024 {
-        return err("kvm.vcpus", format!("{}: expected 1 to 1024", k.vcpus));
-    }
-    crate::components::kvm_x86::requests::resolve(&k.order).map_err(|(path, msg)| (format!("kvm.order{path}"), msg))?;
-    Ok(())
 }

@@ -1,0 +1,136 @@
+//! `[[crosscall]]`: who asks whom to run a handler, by which mechanisms, and
+//! when to escalate.
+
+use crate::scenario::check::{err, Check, Ctx};
+use crate::scenario::units::Time;
+use schemars::JsonSchema;
+use serde::{Deserialize, Serialize};
+use std::collections::HashSet;
+
+fn one_u32() -> u32 {
+    1
+}
+
+/// How a cross-call reaches its target CPUs.
+#[derive(Clone, Copy, Debug, Deserialize, Serialize, JsonSchema, PartialEq, Eq)]
+#[serde(rename_all = "kebab-case")]
+pub enum Mechanism {
+    /// An ordinary SGI: held back by any IRQ mask.
+    Ipi,
+    /// An NMI-priority SGI: gets through PMR masking, not DAIF (needs `cpu.masking = "pmr"`).
+    PseudoNmi,
+    /// SDEI software-signalled event 0, dispatched by EL3 firmware whatever DAIF says.
+    Sdei,
+    /// FEAT_NMI (Armv8.8): a superpriority SGI that gets through DAIF.I.
+    Nmi,
+}
+
+impl Mechanism {
+    pub fn name(self) -> &'static str {
+        match self {
+            Mechanism::Ipi => "ipi",
+            Mechanism::PseudoNmi => "pseudo-nmi",
+            Mechanism::Sdei => "sdei",
+            Mechanism::Nmi => "nmi",
+        }
+    }
+}
+
+/// One CPU asks others to run a handler (`arch_trigger_cpumask_backtrace`,
+/// `smp_send_stop`): it signals with the first mechanism, and after `timeout`
+/// signals the CPUs that have not answered with the next one.
+#[derive(Clone, Debug, Deserialize, Serialize, JsonSchema)]
+#[serde(deny_unknown_fields)]
+pub struct CrossCall {
+    pub name: String,
+    /// When the request is made (at or after warm-up).
+    pub at: Time,
+    /// The requesting CPU.
+    #[serde(default)]
+    pub from: u32,
+    /// Target CPUs; default every CPU but `from`.
+    #[serde(default)]
+    pub targets: Option<Vec<u32>>,
+    /// Mechanisms in escalation order, e.g. `["ipi", "sdei"]`.
+    pub mechanisms: Vec<Mechanism>,
+    /// How long to wait for every target before escalating (needed with more than one mechanism).
+    #[serde(default)]
+    pub timeout: Option<Time>,
+    /// Signals sent per mechanism (a retrying requester); edge-triggered delivery may merge them.
+    #[serde(default = "one_u32")]
+    pub signals: u32,
+    /// Gap between repeated signals.
+    #[serde(default)]
+    pub signal_interval: Time,
+    /// The handler on the target (e.g. dumping a backtrace).
+    pub handler: Time,
+}
+
+/// Names unique, the call within the measured span, targets that exist and run
+/// the host, mechanisms the masking mode supports, escalation that can happen.
+pub fn check(calls: &[CrossCall], ctx: &Ctx) -> Check {
+    let cpus = ctx.cpus;
+    let mut names = HashSet::new();
+    for (i, x) in calls.iter().enumerate() {
+        let p = format!("crosscall[{i}]");
+        if !names.insert(x.name.as_str()) {
+            return err(format!("{p}.name"), format!("\"{}\" is used twice", x.name));
+        }
+        if x.at < ctx.warmup || x.at >= ctx.duration {
+            return err(format!("{p}.at"), "must be within the measured span: at or after warmup, before duration");
+        }
+        if x.from >= cpus {
+            return err(format!("{p}.from"), format!("cpu {} does not exist (platform.cpus = {cpus})", x.from));
+        }
+        let targets: Vec<u32> = match &x.targets {
+            Some(t) => t.clone(),
+            None => (0..cpus).filter(|&c| c != x.from).collect(),
+        };
+        if targets.is_empty() {
+            return err(format!("{p}.targets"), "no target CPU (a one-CPU platform has no other CPU to call)");
+        }
+        let mut seen = HashSet::new();
+        for (j, &c) in targets.iter().enumerate() {
+            if c >= cpus {
+                return err(format!("{p}.targets[{j}]"), format!("cpu {c} does not exist (platform.cpus = {cpus})"));
+            }
+            if !seen.insert(c) {
+                return err(format!("{p}.targets[{j}]"), format!("cpu {c} is listed twice"));
+            }
+            if let Some(owner) = &ctx.hosted[c as usize] {
+                return err(format!("{p}.targets[{j}]"), format!("cpu {c} runs a vCPU of {owner}; cross-calls target host CPUs"));
+            }
+        }
+        if x.mechanisms.is_empty() {
+            return err(format!("{p}.mechanisms"), "must list at least one of \"ipi\", \"pseudo-nmi\", \"sdei\", \"nmi\"");
+        }
+        let mut seen = HashSet::new();
+        for (j, m) in x.mechanisms.iter().enumerate() {
+            if !seen.insert(m.name()) {
+                return err(format!("{p}.mechanisms[{j}]"), format!("\"{}\" is listed twice", m.name()));
+            }
+            if *m == Mechanism::PseudoNmi && !ctx.pmr {
+                return err(format!("{p}.mechanisms[{j}]"), "\"pseudo-nmi\" needs cpu.masking = \"pmr\" (irqchip.gicv3_pseudo_nmi=1)");
+            }
+        }
+        if x.signals == 0 {
+            return err(format!("{p}.signals"), "must be at least 1");
+        }
+        if x.signals > 1 && x.signal_interval.ps() == 0 {
+            return err(format!("{p}.signal_interval"), "must be above 0 when signals > 1");
+        }
+        match x.timeout {
+            None if x.mechanisms.len() > 1 => {
+                return err(format!("{p}.timeout"), "is needed to escalate from one mechanism to the next");
+            }
+            Some(t) if t.ps() == 0 || (x.signals as u64 - 1) * x.signal_interval.ps() >= t.ps() => {
+                return err(
+                    format!("{p}.timeout"),
+                    "must be above 0 and longer than the repeated signals ((signals - 1) x signal_interval)",
+                );
+            }
+            _ => {}
+        }
+    }
+    Ok(())
+}

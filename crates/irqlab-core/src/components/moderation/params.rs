@@ -1,0 +1,151 @@
+//! `[gsim]` (global software interrupt moderation, with `[[gsim.change]]`) and
+//! a device queue's own `moderation` table (static coalescing, DIM, polling).
+
+use crate::scenario::check::{err, Check, Ctx};
+use crate::scenario::units::{Rate, Time};
+use schemars::JsonSchema;
+use serde::{Deserialize, Serialize};
+
+fn d_delay_us() -> u32 {
+    100
+}
+fn d_update_ms() -> u32 {
+    1
+}
+fn d_scale() -> u32 {
+    150
+}
+fn d_min_sleep() -> Time {
+    Time(10 * crate::engine::time::PS_PER_US)
+}
+fn d_every() -> u32 {
+    16
+}
+fn yes() -> bool {
+    true
+}
+
+/// Global software interrupt moderation (the GSIM genirq patch). Names follow
+/// the patch's module parameters; both targets 0 is fixed mode (`mod_ns = delay_ns`).
+#[derive(Clone, Debug, Deserialize, Serialize, JsonSchema)]
+#[serde(deny_unknown_fields)]
+pub struct Gsim {
+    /// Maximum moderation delay (`delay_us`).
+    #[serde(default = "d_delay_us")]
+    pub delay_us: u32,
+    /// Target total interrupt rate, interrupts/s (0: no rate target).
+    #[serde(default)]
+    pub target_intr_rate: Rate,
+    /// Maximum share of a CPU's time in hardirq, percent (0: no hardirq target).
+    #[serde(default)]
+    pub hardirq_percent: u32,
+    /// Control period (`update_ms`).
+    #[serde(default = "d_update_ms")]
+    pub update_ms: u32,
+    /// The `local_high` scale (150 in the patch; 200 in an earlier version).
+    #[serde(default = "d_scale")]
+    pub scale: u32,
+    /// Below this accumulated `sleep_ns` the hook does not moderate.
+    #[serde(default = "d_min_sleep")]
+    pub min_sleep: Time,
+    /// The hook reads the clock every this many interrupts.
+    #[serde(default = "d_every")]
+    pub clock_every: u32,
+    /// Run-time changes (procfs writes); each resets `mod_ns` to `delay_ns`.
+    #[serde(default)]
+    pub change: Vec<GsimChange>,
+}
+
+#[derive(Clone, Debug, Deserialize, Serialize, JsonSchema)]
+#[serde(deny_unknown_fields)]
+pub struct GsimChange {
+    pub at: Time,
+    #[serde(default)]
+    pub delay_us: Option<u32>,
+    #[serde(default)]
+    pub target_intr_rate: Option<Rate>,
+    #[serde(default)]
+    pub hardirq_percent: Option<u32>,
+}
+
+/// A queue's own (per-source) moderation.
+#[derive(Clone, Copy, Debug, Default, Deserialize, Serialize, JsonSchema, PartialEq, Eq)]
+#[serde(rename_all = "lowercase")]
+pub enum ModerationKind {
+    /// An interrupt as soon as the queue has work and the vector is armed.
+    #[default]
+    None,
+    /// Time and frame thresholds (`ethtool -C rx-usecs/rx-frames`; NVMe aggregation time/threshold).
+    Static,
+    /// Linux DIM (`lib/dim`, `net_dim`): per-queue adaptive profiles.
+    Dim,
+    /// No interrupts: the queue is busy-polled (the upper bound of throughput).
+    Polling,
+}
+
+#[derive(Clone, Debug, Deserialize, Serialize, JsonSchema)]
+#[serde(deny_unknown_fields)]
+pub struct Moderation {
+    #[serde(default)]
+    pub kind: ModerationKind,
+    /// Static: interrupt at most this long after the first unsignalled completion.
+    #[serde(default)]
+    pub usecs: Time,
+    /// Static: or as soon as this many completions are waiting (0: no count threshold).
+    #[serde(default)]
+    pub frames: u32,
+    /// Whether GSIM may moderate this queue's vector (when `[gsim]` is present).
+    #[serde(default = "yes")]
+    pub gsim: bool,
+}
+
+// By hand: a derived Default would say gsim = false for queues without a moderation table.
+impl Default for Moderation {
+    fn default() -> Self {
+        Moderation { kind: ModerationKind::None, usecs: Time(0), frames: 0, gsim: true }
+    }
+}
+
+impl Gsim {
+    /// Ranges of the module parameters and changes in time order within the run.
+    pub fn check(&self, ctx: &Ctx) -> Check {
+        let g = self;
+        if g.update_ms == 0 {
+            return err("gsim.update_ms", "must be at least 1");
+        }
+        if g.hardirq_percent > 100 {
+            return err("gsim.hardirq_percent", format!("{}: expected 0 to 100", g.hardirq_percent));
+        }
+        if g.clock_every == 0 {
+            return err("gsim.clock_every", "must be at least 1");
+        }
+        if g.scale == 0 {
+            return err("gsim.scale", "must be at least 1");
+        }
+        let mut last = Time(0);
+        for (i, c) in g.change.iter().enumerate() {
+            if c.at >= ctx.duration || c.at < last {
+                return err(format!("gsim.change[{i}].at"), "must be within the run and in time order");
+            }
+            if c.hardirq_percent.is_some_and(|h| h > 100) {
+                return err(format!("gsim.change[{i}].hardirq_percent"), "expected 0 to 100");
+            }
+            last = c.at;
+        }
+        Ok(())
+    }
+}
+
+impl Moderation {
+    /// `usecs`/`frames` go with static moderation only, and static needs one of them.
+    pub fn check(&self, p: &str) -> Check {
+        let m = self;
+        if m.kind == ModerationKind::Static && m.usecs.ps() == 0 && m.frames == 0 {
+            return err(format!("{p}.moderation"), "static moderation needs usecs or frames above 0");
+        }
+        if m.kind != ModerationKind::Static && (m.usecs.ps() > 0 || m.frames > 0) {
+            return err(format!("{p}.moderation"), "usecs and frames apply only to kind = \"static\"");
+        }
+        Ok(())
+    }
+}

@@ -1,0 +1,97 @@
+//! `[[nic]]`: a NIC's receive side, its RX queues, packet sizes and moderation.
+
+use crate::components::moderation::params::Moderation;
+use crate::scenario::check::{err, targets, Check, Ctx};
+use crate::scenario::units::Time;
+use schemars::JsonSchema;
+use serde::{Deserialize, Serialize};
+use std::collections::HashSet;
+
+fn one_u32() -> u32 {
+    1
+}
+
+/// A NIC's receive side: `queues` RX rings fed at a line rate, each with an
+/// MSI-X vector, NAPI polling and its own moderation.
+#[derive(Clone, Debug, Deserialize, Serialize, JsonSchema)]
+#[serde(deny_unknown_fields)]
+pub struct Nic {
+    pub name: String,
+    /// Offered load on the wire, Gbit/s (spread evenly over the queues).
+    pub gbps: f64,
+    /// Link speed, Gbit/s (default: `gbps`).
+    #[serde(default)]
+    pub link_gbps: Option<f64>,
+    #[serde(default = "one_u32")]
+    pub queues: u32,
+    /// CPUs (vCPU indices if `vm` is set); queue q goes to `cpus[q % len]`.
+    pub cpus: Vec<u32>,
+    /// Assign the queues to this VM (SR-IOV VF): interrupts take the injection path, NAPI runs in the guest.
+    #[serde(default)]
+    pub vm: Option<String>,
+    /// The socket whose root complex (and interrupt fabric) the NIC hangs off.
+    #[serde(default)]
+    pub socket: u32,
+    /// Packet sizes (L2 frame without FCS, bytes) and their shares; default 1514 only.
+    #[serde(default)]
+    pub packets: Vec<(u32, f64)>,
+    /// RX descriptors per ring.
+    #[serde(default = "d_ring")]
+    pub ring: u32,
+    /// NAPI budget per poll.
+    #[serde(default = "d_budget")]
+    pub budget: u32,
+    /// Hardirq cost (`mlx5e_completion_event` → `napi_schedule`).
+    #[serde(default)]
+    pub handler: Time,
+    /// Softirq cost per packet in the NAPI poll (driver + stack).
+    #[serde(default)]
+    pub per_packet: Time,
+    /// Softirq cost per poll round.
+    #[serde(default)]
+    pub per_poll: Time,
+    #[serde(default)]
+    pub moderation: Moderation,
+}
+
+fn d_ring() -> u32 {
+    1024
+}
+fn d_budget() -> u32 {
+    64
+}
+
+/// Names unique among devices, rates within the link, queues, rings and
+/// packet sizes in range, vectors on CPUs of the platform or of the VM.
+pub fn check(list: &[Nic], ctx: &Ctx, names: &mut HashSet<String>) -> Check {
+    for (i, n) in list.iter().enumerate() {
+        let p = format!("nic[{i}]");
+        if !names.insert(n.name.clone()) {
+            return err(format!("{p}.name"), format!("\"{}\" is used twice", n.name));
+        }
+        let link = n.link_gbps.unwrap_or(n.gbps);
+        if !(n.gbps > 0.0 && n.gbps <= link && link <= 1600.0) {
+            return err(
+                format!("{p}.gbps"),
+                format!("{}: expected above 0 and at most the link speed ({link} Gbit/s, at most 1600)", n.gbps),
+            );
+        }
+        if n.socket >= ctx.sockets {
+            return err(format!("{p}.socket"), format!("{}: expected 0 to platform.sockets - 1 ({})", n.socket, ctx.sockets - 1));
+        }
+        if n.queues == 0 || n.queues > 256 {
+            return err(format!("{p}.queues"), format!("{}: expected 1 to 256", n.queues));
+        }
+        if n.ring == 0 || n.budget == 0 {
+            return err(format!("{p}.ring"), "ring and budget must be at least 1");
+        }
+        for (j, (b, w)) in n.packets.iter().enumerate() {
+            if !((60..=9216).contains(b) && *w > 0.0 && w.is_finite()) {
+                return err(format!("{p}.packets[{j}]"), "expected [bytes from 60 to 9216, share above 0]");
+            }
+        }
+        targets(&p, &n.cpus, n.vm.as_deref(), ctx)?;
+        n.moderation.check(&p)?;
+    }
+    Ok(())
+}

@@ -1,0 +1,67 @@
+//! What a section's check needs: the result type, a one-line error with its
+//! key path, and the facts of the core it checks against (`Ctx`: CPUs,
+//! sockets, the run's span, which pCPUs host vCPUs). Components' parameter
+//! checks live beside their parameters and see only this.
+
+use super::units::Time;
+
+pub type Check = Result<(), (String, String)>;
+
+pub fn err<T>(path: impl Into<String>, msg: impl Into<String>) -> Result<T, (String, String)> {
+    Err((path.into(), msg.into()))
+}
+
+/// The core's facts, checked first, that components' sections are checked against.
+pub struct Ctx {
+    pub cpus: u32,
+    pub sockets: u32,
+    pub warmup: Time,
+    pub duration: Time,
+    /// Masking by priority (pseudo-NMI) is on (`cpu.masking = "pmr"`).
+    pub pmr: bool,
+    /// Per pCPU: the VM whose vCPU it runs, if any.
+    pub hosted: Vec<Option<String>>,
+    /// VM names and their vCPU counts.
+    pub vms: Vec<(String, u32)>,
+}
+
+impl Ctx {
+    pub fn vm_vcpus(&self, name: &str) -> Option<u32> {
+        self.vms.iter().find(|(n, _)| n == name).map(|(_, v)| *v)
+    }
+}
+
+/// A placement: pCPUs on the host (not ones that run a vCPU), vCPU indices in a VM.
+pub fn targets(p: &str, list: &[u32], vm: Option<&str>, ctx: &Ctx) -> Check {
+    if list.is_empty() {
+        return err(format!("{p}.cpus"), "must list at least one CPU");
+    }
+    match vm {
+        Some(name) => {
+            let Some(n) = ctx.vm_vcpus(name) else {
+                return err(format!("{p}.vm"), format!("no VM named \"{name}\" (declare it in a [[vm]] table)"));
+            };
+            for (j, &c) in list.iter().enumerate() {
+                if c >= n {
+                    return err(format!("{p}.cpus[{j}]"), format!("vCPU {c} does not exist ({name} has {n})"));
+                }
+            }
+        }
+        None => {
+            let cpus = ctx.cpus;
+            for (j, &c) in list.iter().enumerate() {
+                if c >= cpus {
+                    return err(format!("{p}.cpus[{j}]"), format!("cpu {c} does not exist (platform.cpus = {cpus})"));
+                }
+                if let Some(owner) = &ctx.hosted[c as usize] {
+                    // The host side of a pCPU that runs a pinned vCPU is not modelled yet.
+                    return err(
+                        format!("{p}.cpus[{j}]"),
+                        format!("cpu {c} runs a vCPU of {owner}; host tasks and host interrupts cannot target it"),
+                    );
+                }
+            }
+        }
+    }
+    Ok(())
+}

@@ -1,0 +1,57 @@
+//! Loading a scenario: TOML, then `--set` overrides, then serde's types, then
+//! the checks serde cannot express (`validate`), each error one line.
+
+use super::{overrides, validate, Scenario, ScenarioError};
+
+/// Parses, overrides (`key.path=value`), deserializes and validates a scenario.
+/// `origin` names the file in messages.
+pub fn load(text: &str, origin: &str, overrides: &[String]) -> Result<Scenario, ScenarioError> {
+    let mut value: toml::Value = text.parse::<toml::Table>().map(toml::Value::Table).map_err(|e| {
+        let (line, col) = e.span().map(|s| line_col(text, s.start)).unwrap_or((0, 0));
+        ScenarioError(format!("{origin}:{line}:{col}: malformed TOML: {}", one_line(e.message())))
+    })?;
+    for o in overrides {
+        overrides::apply(&mut value, o).map_err(|m| ScenarioError(format!("--set {}: {}", escaped(o), one_line(&m))))?;
+    }
+    let mut sc: Scenario = serde_path_to_error::deserialize(value).map_err(|e| {
+        let path = escaped(&e.path().to_string());
+        // toml appends "\nin `key`", which the path already says.
+        let inner = e.inner().to_string();
+        let msg = one_line(inner.split("\nin `").next().unwrap_or(&inner));
+        if path == "." {
+            ScenarioError(format!("{origin}: {msg}"))
+        } else {
+            ScenarioError(format!("{origin}: {path}: {msg}"))
+        }
+    })?;
+    validate::check(&sc).map_err(|(path, msg)| ScenarioError(format!("{origin}: {path}: {msg}")))?;
+    for e in &mut sc.expect {
+        if e.name.is_empty() {
+            e.name = sc.name.clone();
+        }
+    }
+    Ok(sc)
+}
+
+/// The JSON Schema of the scenario format, generated from the types above.
+pub fn json_schema() -> String {
+    serde_json::to_string_pretty(&schemars::schema_for!(Scenario)).expect("schema serializes")
+}
+
+fn line_col(text: &str, offset: usize) -> (usize, usize) {
+    let before = &text[..offset.min(text.len())];
+    let line = before.matches('\n').count() + 1;
+    let col = before.len() - before.rfind('\n').map(|i| i + 1).unwrap_or(0) + 1;
+    (line, col)
+}
+
+/// Messages are one line: white space, newlines included, folds to one space.
+fn one_line(s: &str) -> String {
+    s.split_whitespace().collect::<Vec<_>>().join(" ")
+}
+
+/// What the user typed (a key path, a --set), with control characters escaped
+/// so that it stays on one line and shows exactly what was given.
+fn escaped(s: &str) -> String {
+    s.chars().flat_map(|c| if c.is_control() { c.escape_default().collect::<Vec<_>>() } else { vec![c] }).collect()
+}

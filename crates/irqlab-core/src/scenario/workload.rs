@@ -1,0 +1,99 @@
+//! What runs and what interrupts: interrupt sources (`[[source]]`) and task
+//! loops (`[[task]]`).
+
+use super::cpu::Masking;
+use super::units::{Rate, Time};
+use schemars::JsonSchema;
+use serde::{Deserialize, Serialize};
+
+fn one_u32() -> u32 {
+    1
+}
+fn cpu0() -> Vec<u32> {
+    vec![0]
+}
+
+#[derive(Clone, Copy, Debug, Default, Deserialize, Serialize, JsonSchema, PartialEq, Eq)]
+#[serde(rename_all = "lowercase")]
+pub enum Arrival {
+    #[default]
+    Poisson,
+    Periodic,
+}
+
+/// A device queue's interrupt (an MSI-X vector). `count` > 1 makes instances `name.0`, `name.1`, ...
+#[derive(Clone, Debug, Deserialize, Serialize, JsonSchema)]
+#[serde(deny_unknown_fields)]
+pub struct Source {
+    pub name: String,
+    #[serde(default = "one_u32")]
+    pub count: u32,
+    /// Interrupts per second, per instance.
+    pub rate: Rate,
+    #[serde(default)]
+    pub arrival: Arrival,
+    /// Target CPUs (vCPU indices if `vm` is set); instance i goes to `cpus[i % len]`.
+    #[serde(default = "cpu0")]
+    pub cpus: Vec<u32>,
+    /// Assign the device to this VM: its interrupts take the injection path.
+    #[serde(default)]
+    pub vm: Option<String>,
+    /// Hardirq handler body.
+    pub handler: Time,
+    /// Softirq work raised per interrupt (e.g. a NAPI poll), run on irq exit.
+    #[serde(default)]
+    pub softirq: Time,
+    /// NMI priority: gets through PMR masking (pseudo-NMI), not DAIF.
+    #[serde(default)]
+    pub nmi: bool,
+    /// No arrivals from this time on (lets a run drain).
+    #[serde(default)]
+    pub stop: Option<Time>,
+    /// `irqlab replay`: take the arrivals from the recorded interrupt with this
+    /// name or number instead of `rate` (a single instance).
+    #[serde(default)]
+    pub replay: Option<String>,
+}
+
+#[derive(Clone, Copy, Debug, Default, Deserialize, Serialize, JsonSchema, PartialEq, Eq)]
+#[serde(rename_all = "lowercase")]
+pub enum ExceptionKind {
+    /// Pure user-mode compute loop.
+    #[default]
+    None,
+    Syscall,
+    Pagefault,
+    /// A `sched_yield()` syscall: the scheduler picks the next runnable task.
+    Yield,
+}
+
+/// A task looping forever: `work` in user mode, then an exception with `body` of kernel work.
+#[derive(Clone, Debug, Deserialize, Serialize, JsonSchema)]
+#[serde(deny_unknown_fields)]
+pub struct Task {
+    pub name: String,
+    #[serde(default = "one_u32")]
+    pub count: u32,
+    /// CPUs (vCPU indices if `vm` is set); instance i runs on `cpus[i % len]`.
+    #[serde(default = "cpu0")]
+    pub cpus: Vec<u32>,
+    #[serde(default)]
+    pub vm: Option<String>,
+    pub work: Time,
+    #[serde(default)]
+    pub exception: ExceptionKind,
+    /// Kernel work in the exception, interrupts enabled.
+    #[serde(default)]
+    pub body: Time,
+    /// A critical section at the start of the body with interrupts masked (`local_irq_disable`).
+    #[serde(default)]
+    pub irqs_off: Time,
+    /// How that section masks: `cpu.masking` by default; `"daif"` is code that
+    /// sets PSTATE.I itself (`local_daif_mask`), which pseudo-NMI cannot reach.
+    #[serde(default)]
+    pub irqs_off_with: Option<Masking>,
+    /// `local_irq_disable/enable` pairs on one pass of the exception path; by
+    /// default syscall 1, pagefault 1, yield 3, none 0 (docs/m1-masking-and-nmi.md).
+    #[serde(default)]
+    pub irq_pairs: Option<u32>,
+}
