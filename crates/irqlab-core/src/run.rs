@@ -97,6 +97,9 @@ pub fn run_machine<P: Parts>(sc: &Scenario, opt: RunOptions, arrivals: &BTreeMap
         if opt.audit {
             m.audit.delivered = Some(Default::default());
             m.fabric.log = Some(Vec::new());
+            for p in &mut m.paths {
+                p.log = Some(Vec::new());
+            }
         }
     });
     let (mut audit, pending_events) = out.audit;

@@ -139,6 +139,11 @@ proptest! {
         prop_assert_eq!(out.pending_events, 0, "left pending:\n{}", text);
         // GSIM's last timers have fired: no source stays disabled.
         prop_assert_eq!(a.disabled_at_end, 0, "left disabled:\n{}", text);
+        // The fabric never has more writes in service than slots.
+        prop_assert!(a.fabric_peak <= m.slots as u64, "fabric peak {} > {} slots", a.fabric_peak, m.slots);
+        if m.msi_write_ns > 0 {
+            prop_assert!(a.fabric_peak >= 1);
+        }
         for (k, v) in &out.report.metrics {
             prop_assert!(v.is_finite(), "{} = {}", k, v);
         }
@@ -245,4 +250,107 @@ fn same_seed_same_bytes_other_seed_other_results() {
     assert_eq!(irqlab_core::to_json(&sc, &a), irqlab_core::to_json(&sc, &b));
     assert_eq!(a.trace, b.trace);
     assert_ne!(irqlab_core::to_json(&sc, &a), irqlab_core::to_json(&sc, &c));
+}
+
+/// Machines with devices: NVMe disks under fio (closed loop) and NIC RX queues
+/// (open loop), on one or two sockets, with or without DMA through each
+/// socket's shared path, moderated per queue and maybe by GSIM.
+#[derive(Debug, Clone)]
+struct Devices {
+    cpus: u32,
+    sockets: u32,
+    dma: Option<(u32, u32)>,                       // (dma_write ns, msi_write ns); None: no DMA path
+    nvme: Option<(u32, u32, u32, u32, u32, bool)>, // (disks, queues, jobs, iodepth, moderation 0..2, exponential)
+    nic: Option<(u32, u32, u32, bool, u32, u32)>,  // (queues, gbps, moderation 0..4, in a VM, ring, per-packet ns)
+    gsim: (u32, u32),                              // (delay us, 0 = off; target k/s)
+}
+
+fn devices() -> impl Strategy<Value = Devices> {
+    (
+        2u32..6,
+        1u32..3,
+        proptest::option::of((1u32..200, 0u32..600)),
+        proptest::option::of((1u32..3, 1u32..4, 1u32..4, 1u32..9, 0u32..3, any::<bool>())),
+        proptest::option::of((1u32..4, 1u32..25, 0u32..4, any::<bool>(), 4u32..256, 50u32..2000)),
+        (0u32..150, 0u32..500),
+    )
+        .prop_filter("some device", |(_, _, _, nvme, nic, _)| nvme.is_some() || nic.is_some())
+        .prop_map(|(cpus, sockets, dma, nvme, nic, gsim)| Devices { cpus, sockets: sockets.min(cpus), dma, nvme, nic, gsim })
+}
+
+fn device_scenario(d: &Devices) -> String {
+    // The last pCPU hosts a VM's vCPU when the NIC goes to a VM.
+    let vm = d.nic.is_some_and(|n| n.3);
+    let host: Vec<String> = (0..if vm { d.cpus - 1 } else { d.cpus }).map(|c| c.to_string()).collect();
+    let mut t = format!(
+        "name = \"devices\"\nduration = \"3ms\"\nwarmup = \"0.5ms\"\n[platform]\ncpus = {}\nsockets = {}\n\
+         [cpu]\nirq_entry = \"200ns\"\nirq_exit = \"150ns\"\n\
+         [hypervisor]\nexit = \"500ns\"\nhandler = \"300ns\"\ninject = \"100ns\"\nentry = \"400ns\"\n",
+        d.cpus, d.sockets
+    );
+    match d.dma {
+        Some((dma, msi)) => t += &format!("[fabric]\ndma_write = \"{dma}ns\"\ndma_per_kib = \"20ns\"\nmsi_write = \"{msi}ns\"\n"),
+        None => t += "[fabric]\nmsi_write = \"150ns\"\nslots = 2\n",
+    }
+    if vm {
+        t += &format!("[[vm]]\nname = \"g\"\nvcpus = 1\npcpus = [{}]\n", d.cpus - 1);
+    }
+    if let Some((disks, queues, jobs, iodepth, moderation, exponential)) = d.nvme {
+        let m =
+            ["kind = \"none\"", "kind = \"static\"\nusecs = \"20us\"\nframes = 4", "kind = \"static\"\nframes = 2"][moderation as usize];
+        t += &format!(
+            "[[nvme]]\nname = \"ssd\"\ncount = {disks}\nqueues = {queues}\ncpus = [{}]\nsocket = {}\niops = \"500k\"\n\
+             channels = 8\nexponential = {exponential}\nhandler = \"500ns\"\nper_cqe = \"200ns\"\n\
+             [nvme.fio]\njobs = {jobs}\niodepth = {iodepth}\n[nvme.moderation]\n{m}\n",
+            host.join(", "),
+            d.sockets - 1
+        );
+    }
+    if let Some((queues, gbps, moderation, in_vm, ring, per_packet)) = d.nic {
+        let m = ["kind = \"none\"", "kind = \"static\"\nusecs = \"10us\"\nframes = 16", "kind = \"dim\"", "kind = \"polling\""]
+            [moderation as usize];
+        let place = if in_vm { "vm = \"g\"\ncpus = [0]".to_string() } else { format!("cpus = [{}]", host.join(", ")) };
+        t += &format!(
+            "[[nic]]\nname = \"eth\"\nqueues = {queues}\ngbps = {gbps}\nring = {ring}\n{place}\nhandler = \"300ns\"\n\
+             per_packet = \"{per_packet}ns\"\nper_poll = \"200ns\"\n[nic.moderation]\n{m}\n"
+        );
+    }
+    if d.gsim.0 > 0 {
+        t += &format!("[gsim]\ndelay_us = {}\ntarget_intr_rate = \"{}k/s\"\n", d.gsim.0, d.gsim.1);
+    }
+    t
+}
+
+proptest! {
+    #![proptest_config(ProptestConfig {
+        cases: std::env::var("IRQLAB_PROPTEST_CASES").ok().and_then(|v| v.parse().ok()).unwrap_or(48),
+        ..ProptestConfig::default()
+    })]
+
+    #[test]
+    fn devices_lose_no_io_packet_or_interrupt(d in devices()) {
+        let text = device_scenario(&d);
+        let sc = load(&text, "devices.toml", &[]).map_err(|e| TestCaseError::fail(format!("{e}\n{text}")))?;
+        let out = run(&sc, RunOptions { audit: true, ..Default::default() });
+        let a = &out.audit;
+        prop_assert_eq!(a.time_reversals, 0);
+        prop_assert_eq!(a.double_deliveries, 0);
+        prop_assert_eq!(a.writes, a.events_delivered + out.pending_events);
+        // Closed loop: every I/O the jobs own is queued, in service, landing,
+        // posted or held back, once; open loop: every packet offered was
+        // received, dropped, or is still in flight or in a ring.
+        prop_assert_eq!(a.ios_found, a.ios_owned, "{}", text);
+        prop_assert_eq!(a.pkts_found, a.pkts_offered, "{}", text);
+        // GSIM never leaves a source disabled with no timer to enable it again.
+        prop_assert_eq!(a.disabled_orphans, 0, "{}", text);
+        // Capacity: the fabric's slots (2 without DMA), one write at a time on a path.
+        prop_assert!(a.fabric_peak <= 2, "fabric peak {}", a.fabric_peak);
+        prop_assert!(a.path_peak <= 1, "path peak {}", a.path_peak);
+        if d.nvme.is_some() {
+            prop_assert!(out.report.metrics["nvme.ssd.completed"] > 0.0, "no I/O completed:\n{}", text);
+        }
+        for (k, v) in &out.report.metrics {
+            prop_assert!(v.is_finite(), "{} = {}", k, v);
+        }
+    }
 }

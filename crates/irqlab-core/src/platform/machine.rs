@@ -119,6 +119,10 @@ pub struct Audit {
     /// Packets offered to NICs, and those received, dropped or still in flight at the end.
     pub pkts_offered: u64,
     pub pkts_found: u64,
+    /// Audited runs: the most writes the fabric had in service at once (at most
+    /// its slots), and the most a socket's DMA path had (at most 1).
+    pub fabric_peak: u64,
+    pub path_peak: u64,
     /// Sources GSIM left disabled at the end without a queued timer to re-enable them.
     pub disabled_orphans: u64,
     /// Sources still disabled at the end (re-enabled later by a queued timer).
@@ -510,6 +514,11 @@ impl<P: Parts> Protocol for Machine<P> {
 
     fn finish(&mut self, _now: Ps) -> ((Audit, u64), Tracer) {
         let pending = self.pending_events();
+        if let Some(log) = &self.fabric.log {
+            self.audit.fabric_peak = crate::platform::fabric::peak_in_service(log) as u64;
+        }
+        self.audit.path_peak =
+            self.paths.iter().filter_map(|p| p.log.as_deref()).map(crate::platform::fabric::peak_in_service).max().unwrap_or(0) as u64;
         P::audit(self);
         ((self.audit.clone(), pending), std::mem::replace(&mut self.tracer, Tracer::disabled()))
     }
