@@ -120,6 +120,7 @@ struct Json<'a> {
     metrics: &'a BTreeMap<String, f64>,
     histograms: &'a BTreeMap<String, crate::engine::stats::Summary>,
     series: &'a BTreeMap<String, crate::engine::stats::Series>,
+    tables: &'a BTreeMap<String, crate::engine::stats::Table>,
 }
 
 /// The `--json` shape shared by every command.
@@ -131,6 +132,7 @@ pub fn to_json(sc: &Scenario, out: &RunOutput) -> String {
         metrics: &out.report.metrics,
         histograms: &out.report.histograms,
         series: &out.report.series,
+        tables: &out.report.tables,
     })
     .expect("reports serialize (non-finite numbers are avoided upstream)")
 }

@@ -15,7 +15,13 @@ use std::panic::{catch_unwind, AssertUnwindSafe};
 create_exception!(irqlab._core, ScenarioError, PyValueError, "A scenario, override or option is invalid; the message is one line.");
 
 fn load(text: &str, origin: &str, overrides: Vec<String>) -> PyResult<irqlab_core::Scenario> {
-    irqlab_core::load(text, origin, &overrides).map_err(|e| ScenarioError::new_err(e.0))
+    // A scenario built as data arrives as JSON (origin "*.json"); files are TOML.
+    let sc = if origin.ends_with(".json") {
+        irqlab_core::scenario::load_json(text, origin, &overrides)
+    } else {
+        irqlab_core::load(text, origin, &overrides)
+    };
+    sc.map_err(|e| ScenarioError::new_err(e.0))
 }
 
 fn guarded<T>(f: impl FnOnce() -> T) -> PyResult<T> {
@@ -102,6 +108,18 @@ fn run_replay(
     })
 }
 
+/// A time as scenarios write it ("300ns", "1.5us"), in picoseconds.
+#[pyfunction]
+fn parse_time_ps(text: &str) -> PyResult<u64> {
+    irqlab_core::scenario::parse_time(text).map_err(|e| ScenarioError::new_err(e.0))
+}
+
+/// A rate as scenarios write it ("1M/s", "200k"), per second.
+#[pyfunction]
+fn parse_rate(text: &str) -> PyResult<f64> {
+    irqlab_core::scenario::parse_rate(text).map_err(|e| ScenarioError::new_err(e.0))
+}
+
 /// The JSON Schema of the scenario format.
 #[pyfunction]
 fn schema() -> String {
@@ -121,5 +139,7 @@ fn _core(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add_function(wrap_pyfunction!(run_replay, m)?)?;
     m.add_function(wrap_pyfunction!(host_sched_yield_ops, m)?)?;
     m.add_function(wrap_pyfunction!(host_page_faults, m)?)?;
+    m.add_function(wrap_pyfunction!(parse_time_ps, m)?)?;
+    m.add_function(wrap_pyfunction!(parse_rate, m)?)?;
     Ok(())
 }

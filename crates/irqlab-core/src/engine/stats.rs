@@ -128,13 +128,57 @@ impl Series {
     }
 }
 
-/// What a run reports: the `metrics`, `histograms` and `series` of the JSON
-/// output. BTreeMaps keep the key order, and so the bytes, deterministic.
+/// A table cell: a name, a number, or nothing (JSON null).
+#[derive(Clone, Debug, PartialEq, Serialize)]
+#[serde(untagged)]
+pub enum Cell {
+    Text(String),
+    Num(f64),
+    None,
+}
+
+impl From<&str> for Cell {
+    fn from(s: &str) -> Self {
+        Cell::Text(s.to_string())
+    }
+}
+impl From<String> for Cell {
+    fn from(s: String) -> Self {
+        Cell::Text(s)
+    }
+}
+impl From<f64> for Cell {
+    fn from(v: f64) -> Self {
+        Cell::Num(v)
+    }
+}
+
+/// Structured results (per CPU, per cancel cause, per target...): named columns
+/// and rows, so a front end reads fields instead of splitting metric names.
+#[derive(Clone, Debug, Default, PartialEq, Serialize)]
+pub struct Table {
+    pub columns: Vec<String>,
+    pub rows: Vec<Vec<Cell>>,
+}
+
+impl Table {
+    pub fn new(columns: &[&str]) -> Self {
+        Table { columns: columns.iter().map(|c| c.to_string()).collect(), rows: Vec::new() }
+    }
+    pub fn row(&mut self, cells: Vec<Cell>) {
+        debug_assert_eq!(cells.len(), self.columns.len(), "a row has one cell per column");
+        self.rows.push(cells);
+    }
+}
+
+/// What a run reports: the `metrics`, `histograms`, `series` and `tables` of the
+/// JSON output. BTreeMaps keep the key order, and so the bytes, deterministic.
 #[derive(Clone, Debug, Default, Serialize)]
 pub struct Report {
     pub metrics: BTreeMap<String, f64>,
     pub histograms: BTreeMap<String, Summary>,
     pub series: BTreeMap<String, Series>,
+    pub tables: BTreeMap<String, Table>,
 }
 
 impl Report {
@@ -143,6 +187,9 @@ impl Report {
     }
     pub fn histogram(&mut self, name: impl Into<String>, l: &Latency) {
         self.histograms.insert(name.into(), l.summary());
+    }
+    pub fn table(&mut self, name: impl Into<String>, t: Table) {
+        self.tables.insert(name.into(), t);
     }
 }
 

@@ -1,6 +1,6 @@
 //! Turning the machine's counters into the run's metrics, histograms and series.
 
-use crate::engine::stats::Report;
+use crate::engine::stats::{Cell, Report, Table};
 use crate::engine::time::{ps_to_s, Ps};
 use crate::platform::cpu::{Class, Level, CLASSES};
 use crate::platform::machine::{Machine, Parts, Snapshot};
@@ -64,17 +64,34 @@ impl<P: Parts> Machine<P> {
 
         let ncpu = self.cpus.len() as f64;
         let mut class_sum = [0f64; 6];
+        let mut columns = vec!["cpu"];
+        columns.extend(CLASSES.iter().map(|c| match *c {
+            "idle" => "idle_share",
+            "user" => "user_share",
+            "kernel" => "kernel_share",
+            "hardirq" => "hardirq_share",
+            "softirq" => "softirq_share",
+            _ => "hyp_share",
+        }));
+        columns.extend(["guest_share", "interrupts_per_s"]);
+        let mut table = Table::new(&columns);
         for (i, c) in self.cpus.iter().enumerate() {
+            let mut row: Vec<Cell> = vec![Cell::Num(i as f64)];
             for (k, name) in CLASSES.iter().enumerate() {
                 let share = (c.time[0][k] + c.time[1][k]) as f64 / span.max(1) as f64;
                 class_sum[k] += share;
                 r.metric(format!("cpu{i}.{name}_share"), share);
+                row.push(share.into());
             }
+            let guest = c.level_time(Level::Guest) as f64 / span.max(1) as f64;
             if c.vcpu.is_some() {
-                r.metric(format!("cpu{i}.guest_share"), c.level_time(Level::Guest) as f64 / span.max(1) as f64);
+                r.metric(format!("cpu{i}.guest_share"), guest);
             }
             r.metric(format!("cpu{i}.interrupts_per_s"), c.irqs as f64 / secs);
+            row.extend([guest.into(), (c.irqs as f64 / secs).into()]);
+            table.row(row);
         }
+        r.table("cpus", table);
         for (k, name) in CLASSES.iter().enumerate() {
             r.metric(format!("{name}_share"), class_sum[k] / ncpu);
         }
@@ -84,9 +101,12 @@ impl<P: Parts> Machine<P> {
         for s in &self.srcs {
             per_group[s.group as usize] += s.handled;
         }
+        let mut table = Table::new(&["source", "interrupts", "interrupts_per_s"]);
         for (g, name) in self.src_groups.iter().enumerate() {
             r.metric(format!("source.{name}.interrupts_per_s"), per_group[g] as f64 / secs);
+            table.row(vec![name.as_str().into(), (per_group[g] as f64).into(), (per_group[g] as f64 / secs).into()]);
         }
+        r.table("sources", table);
 
         if !self.tasks.is_empty() {
             let mut ops = vec![(0u64, 0u64); self.task_groups.len()];

@@ -6,10 +6,26 @@ use super::{overrides, validate, Scenario, ScenarioError};
 /// Parses, overrides (`key.path=value`), deserializes and validates a scenario.
 /// `origin` names the file in messages.
 pub fn load(text: &str, origin: &str, overrides: &[String]) -> Result<Scenario, ScenarioError> {
-    let mut value: toml::Value = text.parse::<toml::Table>().map(toml::Value::Table).map_err(|e| {
+    let value: toml::Value = text.parse::<toml::Table>().map(toml::Value::Table).map_err(|e| {
         let (line, col) = e.span().map(|s| line_col(text, s.start)).unwrap_or((0, 0));
         ScenarioError(format!("{origin}:{line}:{col}: malformed TOML: {}", one_line(e.message())))
     })?;
+    load_value(value, origin, overrides)
+}
+
+/// Like [`load`], for a scenario given as a JSON object with the same keys (a
+/// front end that builds scenarios as data rather than as TOML text).
+pub fn load_json(text: &str, origin: &str, overrides: &[String]) -> Result<Scenario, ScenarioError> {
+    let value: toml::Value = serde_json::from_str(text).map_err(|e| {
+        ScenarioError(format!("{origin}:{}:{}: malformed scenario JSON: {}", e.line(), e.column(), one_line(&e.to_string())))
+    })?;
+    if !value.is_table() {
+        return Err(ScenarioError(format!("{origin}: a scenario is an object of sections, like {{\"name\": ..., \"duration\": ...}}")));
+    }
+    load_value(value, origin, overrides)
+}
+
+fn load_value(mut value: toml::Value, origin: &str, overrides: &[String]) -> Result<Scenario, ScenarioError> {
     for o in overrides {
         overrides::apply(&mut value, o).map_err(|m| ScenarioError(format!("--set {}: {}", escaped(o), one_line(&m))))?;
     }
@@ -54,4 +70,14 @@ fn one_line(s: &str) -> String {
 /// so that it stays on one line and shows exactly what was given.
 fn escaped(s: &str) -> String {
     s.chars().flat_map(|c| if c.is_control() { c.escape_default().collect::<Vec<_>>() } else { vec![c] }).collect()
+}
+
+/// A time as scenarios write it (`"300ns"`, `"1.5us"`, `0`), in picoseconds.
+pub fn parse_time(text: &str) -> Result<crate::engine::Ps, ScenarioError> {
+    crate::engine::time::parse_duration(text.trim()).map_err(|e| ScenarioError(format!("{text:?}: {}", one_line(&e))))
+}
+
+/// A rate as scenarios write it (`"1M/s"`, `"200k"`, `5000`), per second.
+pub fn parse_rate(text: &str) -> Result<f64, ScenarioError> {
+    crate::engine::time::parse_rate(text.trim()).map_err(|e| ScenarioError(format!("{text:?}: {}", one_line(&e))))
 }

@@ -24,7 +24,7 @@ pub use crate::components::nic::params::Nic;
 pub use crate::components::nvme::params::{Fio, Nvme};
 pub use cpu::{CpuCosts, Masking, PmrCosts, SdeiCosts};
 pub use hypervisor::{HypervisorCosts, Vm};
-pub use load::{json_schema, load};
+pub use load::{json_schema, load, load_json, parse_rate, parse_time};
 pub use units::{CpuTime, Rate, Time};
 pub use workload::{Arrival, ExceptionKind, Source, Task};
 

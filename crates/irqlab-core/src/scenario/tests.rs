@@ -103,3 +103,25 @@ fn traces_are_on_by_default_and_series_are_bounded() {
     let e = err_of(BASE, &["stats.series_interval=1ns"]);
     assert!(e.starts_with("s.toml: stats.series_interval: too small"), "{e}");
 }
+
+#[test]
+fn a_scenario_given_as_json_loads_like_its_toml() {
+    let toml_value: toml::Value = BASE.parse::<toml::Table>().map(toml::Value::Table).unwrap();
+    let json = serde_json::to_string(&toml_value).unwrap();
+    let a = load(BASE, "s.toml", &["seed=5".into()]).unwrap();
+    let b = super::load_json(&json, "s.json", &["seed=5".into()]).unwrap();
+    assert_eq!(serde_json::to_string(&a).unwrap(), serde_json::to_string(&b).unwrap());
+    let e = super::load_json("[1, 2]", "s.json", &[]).unwrap_err().0;
+    assert!(e.starts_with("s.json: a scenario is an object"), "{e}");
+    let e = super::load_json("{\"name\": ", "s.json", &[]).unwrap_err().0;
+    assert!(e.starts_with("s.json:1:") && e.contains("malformed scenario JSON") && !e.contains('\n'), "{e}");
+}
+
+#[test]
+fn units_parse_like_scenario_values() {
+    assert_eq!(super::parse_time("1.5us").unwrap(), 1_500_000);
+    assert_eq!(super::parse_time("300ns").unwrap(), 300_000);
+    assert!(super::parse_time("5 parsecs").unwrap_err().0.starts_with("\"5 parsecs\": "));
+    assert_eq!(super::parse_rate("1M/s").unwrap(), 1e6);
+    assert!(super::parse_rate("fast").is_err());
+}

@@ -12,7 +12,7 @@
 
 pub mod params;
 
-use crate::engine::stats::{Latency, Report};
+use crate::engine::stats::{Cell, Latency, Report, Table};
 use crate::engine::time::Ps;
 use crate::engine::Scheduler;
 use crate::platform::cpu::Prio;
@@ -177,6 +177,19 @@ fn signal<P: Has<CrossCalls>>(m: &mut Machine<P>, s: &mut Scheduler<Ev>, k: u32)
 impl CrossCalls {
     /// `crosscall.NAME.*`: who was reached, by what, how fast.
     fn report(&self, r: &mut Report) {
+        let mut targets = Table::new(&["call", "cpu", "reached", "mechanism", "latency_ns"]);
+        for call in &self.calls {
+            for (j, &cpu) in call.targets.iter().enumerate() {
+                let (reached, mech, lat) = match call.reached[j] {
+                    Some((l, stage)) => (1.0, Cell::from(call.mechanisms[stage as usize].name()), Cell::Num(l as f64 / 1e3)),
+                    None => (0.0, Cell::None, Cell::None),
+                };
+                targets.row(vec![call.name.as_str().into(), (cpu as f64).into(), reached.into(), mech, lat]);
+            }
+        }
+        if !self.calls.is_empty() {
+            r.table("crosscall_targets", targets);
+        }
         for call in &self.calls {
             let p = format!("crosscall.{}", call.name);
             let reached: Vec<(Ps, u32)> = call.reached.iter().flatten().copied().collect();

@@ -19,7 +19,7 @@ pub mod nmi;
 pub mod requests;
 
 use crate::engine::rng::{exp_sample, stream, Rng};
-use crate::engine::stats::{Latency, Report};
+use crate::engine::stats::{Latency, Report, Table};
 use crate::engine::time::{ps_to_s, s_to_ps, Ps, NEVER};
 use crate::engine::trace::{Tracer, TrackId};
 use crate::engine::{Model, Protocol, Scheduler, TimerHandle};
@@ -29,7 +29,7 @@ use requests::{resolve, Req, NREQ, ORDERED};
 use std::collections::{BTreeMap, VecDeque};
 
 /// What raises a request or an exit from outside the loop.
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+#[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord)]
 #[repr(u8)]
 pub enum Src {
     /// A guest PMU counter overflowed (host PMI → perf overflow → KVM_REQ_PMU).
@@ -67,7 +67,7 @@ enum Phase {
 }
 
 /// Who raised a pending request: a source, or the servicing of another request.
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+#[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord)]
 enum Cause {
     Src(Src),
     Req(Req),
@@ -135,7 +135,7 @@ pub struct KvmModel {
     vcpus_per_vm: u32,
     tracer: Tracer,
     /// cancels by (first pending request, what raised it).
-    attributed: BTreeMap<String, u64>,
+    attributed: BTreeMap<(Req, Cause), u64>,
     pmi_latency: Latency,
     pub audit: KvmAudit,
     warmup: Ps,
@@ -516,11 +516,7 @@ impl KvmModel {
         // Attribute the cancel to the first pending request in service order (EVENT last).
         let first = (0..NREQ).filter(|&i| vc.pending & (1 << i) != 0).min_by_key(|&i| self.pos_of[i]).expect("something is pending");
         let req = if first == Req::Event as usize { Req::Event } else { self.order[self.pos_of[first]] };
-        let key = match vc.cause[req as usize] {
-            Cause::Req(by) => format!("cancels.{}.raised_by.{}", req.name(), by.name()),
-            Cause::Src(src) => format!("cancels.{}.source.{}", req.name(), SRC_NAMES[src as usize]),
-        };
-        *self.attributed.entry(key).or_default() += 1;
+        *self.attributed.entry((req, vc.cause[req as usize])).or_default() += 1;
         vc.cancels += 1;
         self.audit.cancels += 1;
         self.audit.attributed += 1;
@@ -613,9 +609,26 @@ impl KvmModel {
         r.metric("interrupts", tot[6] + tot[4]);
         r.metric("interrupts_per_s", (tot[6] + tot[4]) / secs);
         r.metric("msi_writes", 0.0);
-        for (k, n) in &self.attributed {
-            r.metric(k.clone(), *n as f64);
+        // Each cause as a metric (`cancels.REQ.raised_by.REQ2` / `cancels.REQ.source.SRC`)
+        // and as a table row, so front ends need not split the names.
+        let mut causes = Table::new(&["request", "kind", "cause", "cancels", "cancels_per_s"]);
+        let mut keyed: Vec<(String, &'static str, &'static str, &'static str, u64)> = self
+            .attributed
+            .iter()
+            .map(|(&(req, cause), &n)| {
+                let (kind, what) = match cause {
+                    Cause::Req(by) => ("raised_by", by.name()),
+                    Cause::Src(src) => ("source", SRC_NAMES[src as usize]),
+                };
+                (format!("cancels.{}.{kind}.{what}", req.name()), req.name(), kind, what, n)
+            })
+            .collect();
+        keyed.sort();
+        for (key, req, kind, what, n) in keyed {
+            r.metric(key, n as f64);
+            causes.row(vec![req.into(), kind.into(), what.into(), (n as f64).into(), (n as f64 / secs).into()]);
         }
+        r.table("cancel_causes", causes);
         r.histogram("pmi_latency", &self.pmi_latency);
         r
     }

@@ -2,6 +2,7 @@
 //! request raised with interrupts off always cancels, the NMI limit holds, and
 //! every cancel is attributed.
 
+use crate::engine::stats::Cell;
 use crate::run::{run, RunOptions, RunOutput};
 use crate::scenario::load;
 use proptest::prelude::*;
@@ -131,4 +132,27 @@ proptest! {
         let extra = if fixed { "lvtpc = \"fixed\"" } else { "" };
         go(&scenario(&format!("[{}]", names.join(", ")), &r, extra).replace("duration = \"2s\"", "duration = \"300ms\""));
     }
+}
+
+#[test]
+fn cancel_causes_come_as_a_table_that_adds_up() {
+    let t = scenario("\"upstream-before\"", "pmu_overflow = 1000\nipi = 500\ntimer = 300", "");
+    let out = go(&t);
+    let table = &out.report.tables["cancel_causes"];
+    assert_eq!(table.columns, ["request", "kind", "cause", "cancels", "cancels_per_s"]);
+    let col = |name: &str| table.columns.iter().position(|c| c == name).unwrap();
+    let mut total = 0.0;
+    for row in &table.rows {
+        let (Cell::Text(req), Cell::Text(kind), Cell::Text(cause), Cell::Num(n)) =
+            (&row[col("request")], &row[col("kind")], &row[col("cause")], &row[col("cancels")])
+        else {
+            panic!("row {row:?}")
+        };
+        // The same count as the metric of the same cause.
+        assert_eq!(out.report.metrics[&format!("cancels.{req}.{kind}.{cause}")], *n);
+        total += n;
+    }
+    assert!(total > 0.0);
+    // Every cancel after warm-up has one cause.
+    assert_eq!(total, out.report.metrics["cancels"]);
 }

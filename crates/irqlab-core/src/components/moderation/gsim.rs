@@ -7,7 +7,7 @@
 //! that interrupts on the CPU is disabled (lazily: a source that fires again is
 //! masked at the device and marked pending), and on expiry all are re-enabled.
 
-use crate::engine::stats::Report;
+use crate::engine::stats::{Report, Table};
 use crate::engine::time::{Ps, PS_PER_NS};
 use crate::engine::{Scheduler, TimerHandle};
 use crate::platform::cpu::{Class, Level};
@@ -269,9 +269,12 @@ impl Component for GlobalModeration {
         let (warmup, masked, resends) = (m.warmup, m.n.masked_while_disabled, m.n.resends);
         let Some(g) = &mut m.parts.get().gsim else { return };
         let means = g.mean_mod_ns(now, warmup);
+        let mut table = Table::new(&["cpu", "mod_ns"]);
         for (c, v) in means.iter().enumerate() {
             r.metric(format!("cpu{c}.gsim_mod_ns"), *v);
+            table.row(vec![(c as f64).into(), (*v).into()]);
         }
+        r.table("gsim_cpus", table);
         r.metric("gsim.mod_ns", means.iter().sum::<f64>() / means.len().max(1) as f64);
         r.metric("gsim.timers_per_s", g.timers_started as f64 / secs);
         r.metric("gsim.disables_per_s", g.disables as f64 / secs);
