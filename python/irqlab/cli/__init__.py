@@ -1,0 +1,94 @@
+"""The `irqlab` command line (see DESIGN.md for the contract).
+
+Every bad input ends as one `error: ...` line on stderr and exit code 2, with
+no traceback and no output file; a traceback means a bug in irqlab.
+
+This module holds the typer `app`, the option types and error handling the
+commands share, and the `--version` callback; each command group lives in its
+own module, imported at the bottom so that it registers on `app`."""
+
+from __future__ import annotations
+
+import functools
+from collections.abc import Callable
+from pathlib import Path
+from typing import Annotated, Optional, ParamSpec, TypeVar
+
+import typer
+
+from .. import _core
+from .._util import UserError, one_line
+from .render import err, out
+
+app = typer.Typer(
+    name="irqlab",
+    help="A lab for interrupt delivery on servers: simulate, measure, compare.",
+    pretty_exceptions_enable=False,
+    no_args_is_help=True,
+    add_completion=False,
+)
+
+U64_MAX = 2**64 - 1
+
+ScenarioArg = Annotated[Path, typer.Argument(help="Scenario TOML file.", show_default=False)]
+SetOpt = Annotated[
+    Optional[list[str]], typer.Option("--set", help="Override a scenario key: KEY.PATH=VALUE (repeatable).")
+]
+SeedOpt = Annotated[Optional[int], typer.Option("--seed", help="Seed instead of the scenario's own.")]
+SetFromOpt = Annotated[
+    Optional[list[str]],
+    typer.Option("--set-from", help="FILE:METRIC=KEY.PATH: a measured value (irqlab measure --json) as an override."),
+]
+JsonOpt = Annotated[Optional[Path], typer.Option("--json", help="Write the result JSON here ('-' = stdout).")]
+
+P = ParamSpec("P")
+R = TypeVar("R")
+
+
+def user_errors(fn: Callable[P, R]) -> Callable[P, R]:
+    """Turn bad input into one stderr line and exit code 2."""
+
+    @functools.wraps(fn)
+    def wrapper(*args: P.args, **kwargs: P.kwargs) -> R:
+        try:
+            return fn(*args, **kwargs)
+        except (UserError, _core.ScenarioError) as e:
+            err.print(f"error: {one_line(str(e))}", markup=False, soft_wrap=True)
+            raise typer.Exit(2) from None
+        except KeyboardInterrupt:
+            err.print("error: interrupted", markup=False)
+            raise typer.Exit(130) from None
+
+    return wrapper
+
+
+def check_seed(seed: int | None) -> int | None:
+    """`--seed` as given (None: the scenario's own), or a UserError if it is not a u64."""
+    if seed is not None and not 0 <= seed <= U64_MAX:
+        raise UserError(f"--seed {seed}: expected an integer from 0 to 2^64-1")
+    return seed
+
+
+def check_workers(workers: int | None) -> None:
+    if workers is not None and workers < 1:
+        raise UserError(f"--workers {workers}: expected at least 1")
+
+
+def _version(value: bool) -> None:
+    if value:
+        out.print(f"irqlab {_core.__version__}", markup=False)
+        raise typer.Exit()
+
+
+@app.callback()
+def main(
+    version: Annotated[
+        bool, typer.Option("--version", callback=_version, is_eager=True, help="Print the version and exit.")
+    ] = False,
+) -> None:
+    """A lab for interrupt delivery on servers: simulate, measure, compare."""
+
+
+# The command modules register on `app` when imported; this order is the
+# order of `irqlab --help`. They import the names above, so they come last.
+from . import run, reproduce, sweep, bench, whatif, kvm_order, host  # noqa: E402, F401, I001

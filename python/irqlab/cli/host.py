@@ -1,0 +1,193 @@
+"""This host: `irqlab measure`, `record`, `monitor` and `replay`."""
+
+from __future__ import annotations
+
+import contextlib
+from pathlib import Path
+from typing import Annotated, Any, Optional
+
+import typer
+from rich.table import Table
+
+from .. import _core
+from .._util import UserError, check_overrides, progress, read_scenario, set_from
+from . import JsonOpt, SeedOpt, SetFromOpt, SetOpt, app, check_seed, user_errors
+from .render import emit, err, out, print_result, to_stdout, write_json
+
+
+@app.command()
+@user_errors
+def measure(
+    what: Annotated[str, typer.Argument(help="syscall, sched_yield or pagefault.", show_default=False)],
+    tasks: Annotated[int, typer.Option("--tasks", help="Processes, one pinned per CPU (sched_yield, pagefault).")] = 1,
+    calls: Annotated[int, typer.Option("--calls", help="gettid calls per run (syscall).")] = 1_000_000,
+    runs: Annotated[int, typer.Option("--runs", help="Runs; the median is reported (syscall).")] = 5,
+    seconds: Annotated[float, typer.Option("--seconds", help="Length of one interval.")] = 1.0,
+    intervals: Annotated[int, typer.Option("--intervals", help="Intervals; the median is reported.")] = 5,
+    warmup: Annotated[float, typer.Option("--warmup", help="Warm-up before the intervals, seconds.")] = 1.0,
+    mb: Annotated[int, typer.Option("--mb", help="Mapping size per pass (pagefault).")] = 128,
+    json_out: JsonOpt = None,
+) -> None:
+    """Measure this host: gettid cost, sched_yield scaling, page-fault rate (native loops)."""
+    from ..host import measure as hm
+
+    if what not in hm.MEASUREMENTS:
+        raise UserError(f"measure {what}: unknown measurement, expected one of {', '.join(hm.MEASUREMENTS)}")
+    for name, v, lo in (
+        ("--tasks", tasks, 1),
+        ("--calls", calls, 1),
+        ("--runs", runs, 1),
+        ("--intervals", intervals, 1),
+        ("--mb", mb, 1),
+    ):
+        if v < lo:
+            raise UserError(f"{name} {v}: expected at least {lo}")
+    if not (0 < seconds <= 600) or not (0 <= warmup <= 600):
+        raise UserError("--seconds: expected more than 0 and at most 600; --warmup: 0 to 600")
+    if tasks > 4096:
+        raise UserError(f"--tasks {tasks}: expected at most 4096")
+    if what == "syscall":
+        with progress("measure syscall", runs) as advance:
+            doc = hm.syscall(calls, runs, advance)
+    else:
+        with progress(f"measure {what} ({tasks} tasks)", tasks) as advance:
+            doc = hm.per_task(what, tasks, warmup, seconds, intervals, mb, advance)
+    if json_out is not None:
+        write_json(json_out, doc)
+    if not to_stdout(json_out):
+        print_result(doc)
+        h = doc["host"]
+        out.print(
+            f"host: {h['kernel']}, {h['cpu_model']}, {h['cores']} CPUs, boot: {h['boot_options'] or '-'}",
+            markup=False,
+            soft_wrap=True,
+        )
+
+
+@app.command()
+@user_errors
+def record(
+    out_file: Annotated[Path, typer.Option("--out", help="Parquet trace to write.", show_default=False)],
+    duration: Annotated[float, typer.Option("--duration", help="Seconds to record.")] = 5.0,
+) -> None:
+    """Record this host's interrupt events (tracefs) to Parquet."""
+    from ..host import record as hr
+
+    steps = max(1, int(duration * 10))
+    with progress(f"recording {duration:g} s", steps) as advance:
+        done = [0]
+
+        def tick(elapsed: float) -> None:
+            while done[0] < min(steps, int(elapsed * 10)):
+                done[0] += 1
+                advance()
+
+        summary = hr.record(duration, out_file, tick)
+    top = sorted(summary["entries"].items(), key=lambda kv: -kv[1])[:8]
+    out.print(
+        f"{summary['events']:,} events -> {out_file}; busiest: " + ", ".join(f"{k} {v:,}" for k, v in top),
+        markup=False,
+        soft_wrap=True,
+    )
+
+
+@app.command()
+@user_errors
+def monitor(
+    interval: Annotated[float, typer.Option("--interval", help="Seconds between samples.")] = 1.0,
+    count: Annotated[Optional[int], typer.Option("--count", help="Samples to take (default: until Ctrl-C).")] = None,
+    per_source: Annotated[bool, typer.Option("--per-source", help="Also show each interrupt source.")] = False,
+    json_out: Annotated[Optional[Path], typer.Option("--json", help="Write the samples as JSON ('-' = stdout).")] = None,
+) -> None:
+    """Live interrupt rates, total and per CPU, and each CPU's hardirq share."""
+    from rich.live import Live
+
+    from ..host import monitor as hmon
+
+    if not 0.05 <= interval <= 3600:
+        raise UserError(f"--interval {interval}: expected 0.05 to 3600 seconds")
+    if count is not None and count < 1:
+        raise UserError(f"--count {count}: expected at least 1")
+    if json_out is not None and count is None:
+        raise UserError("--json needs --count: a file is written once the samples are taken")
+    series: dict[str, dict[str, list[float]]] = {}
+
+    def keep(name: str, t: float, v: float) -> None:
+        s = series.setdefault(name, {"t": [], "v": []})
+        s["t"].append(t)
+        s["v"].append(v)
+
+    def view(r: dict[str, Any]) -> Table:
+        t = Table(title=f"interrupts: {r['total']:,.0f}/s", title_justify="left")
+        t.add_column("cpu")
+        t.add_column("interrupts/s", justify="right")
+        t.add_column("hardirq", justify="right")
+        for i, (x, h) in enumerate(zip(r["per_cpu"], r["hardirq_share"])):
+            t.add_row(str(i), f"{x:,.0f}", f"{h:.1%}")
+        if per_source:
+            for name, v in sorted(r["per_source"].items(), key=lambda kv: -kv[1])[:20]:
+                if v > 0:
+                    t.add_row(name, f"{v:,.0f}", "")
+        return t
+
+    live = json_out is None and out.is_terminal
+    with (Live(console=out, auto_refresh=False) if live else contextlib.nullcontext()) as lv:
+        for t, r in hmon.samples(interval, count):
+            keep("interrupts_per_s", t, r["total"])
+            for i, (x, h) in enumerate(zip(r["per_cpu"], r["hardirq_share"])):
+                keep(f"cpu{i}.interrupts_per_s", t, x)
+                keep(f"cpu{i}.hardirq_share", t, h)
+            if per_source:
+                for name, v in r["per_source"].items():
+                    keep(f"source.{name}.per_s", t, v)
+            if lv is not None:
+                lv.update(view(r), refresh=True)
+            elif json_out is None:
+                out.print(view(r))
+    if json_out is not None:
+        from ..host.info import host_info
+
+        def mean(k: str) -> float:
+            return sum(series[k]["v"]) / len(series[k]["v"])
+
+        metrics = {
+            k.replace("_per_s", "_per_s_mean") if k.endswith("_per_s") else k + "_mean": mean(k)
+            for k in series
+            if not k.startswith("source.")
+        }
+        doc = {
+            "scenario": "monitor",
+            "seed": None,
+            "version": _core.__version__,
+            "metrics": metrics,
+            "histograms": {},
+            "series": series,
+            "host": host_info(),
+        }
+        write_json(json_out, doc)
+
+
+@app.command()
+@user_errors
+def replay(
+    trace: Annotated[Path, typer.Argument(help="Parquet trace from irqlab record.", show_default=False)],
+    scenario: Annotated[
+        Path, typer.Option("--scenario", help="Scenario whose replay sources take the arrivals.", show_default=False)
+    ],
+    set_: SetOpt = None,
+    set_from_: SetFromOpt = None,
+    seed: SeedOpt = None,
+    json_out: JsonOpt = None,
+) -> None:
+    """Feed recorded interrupt arrivals through a modelled machine and policy."""
+    from ..host import replay as hrep
+
+    text, origin = read_scenario(scenario)
+    res, unmatched = hrep.replay(trace, text, origin, set_from(set_from_) + check_overrides(set_), check_seed(seed))
+    if unmatched:
+        err.print(
+            f"warning: no recorded interrupt for replay source(s) {', '.join(unmatched)}; they stay silent",
+            markup=False,
+            soft_wrap=True,
+        )
+    emit(res, json_out)

@@ -1,0 +1,92 @@
+"""What the commands print: the consoles, number formatting, result tables and JSON output."""
+
+from __future__ import annotations
+
+import json
+import sys
+from pathlib import Path
+from typing import Any
+
+from rich import box
+from rich.console import Console
+from rich.table import Table
+
+from .._util import atomic_write
+
+out = Console(highlight=False)
+err = Console(stderr=True, highlight=False)
+
+STDOUT = "-"
+HIST_STATS = ["count", "mean", "min", "p50", "p90", "p99", "p99.9", "p99.99", "max"]
+
+
+def fmt(v: Any) -> str:
+    if isinstance(v, bool) or v is None:
+        return str(v)
+    if isinstance(v, int) or (isinstance(v, float) and v.is_integer() and abs(v) < 1e15):
+        return f"{int(v):,}"
+    if isinstance(v, float):
+        # At least as many significant digits as the integer part: no 3.3e+06 for counts.
+        digits = max(6, len(str(int(abs(v)))) if abs(v) < 1e18 else 6)
+        return f"{v:,.{digits}g}"
+    return str(v)
+
+
+def dump(doc: Any) -> str:
+    return json.dumps(doc, indent=2) + "\n"
+
+
+def write_json(dest: Path, doc: Any) -> None:
+    if str(dest) == STDOUT:
+        sys.stdout.write(dump(doc))
+    else:
+        atomic_write(dest, dump(doc))
+
+
+def to_stdout(dest: Path | None) -> bool:
+    """Whether `--json` sends the JSON to stdout (then it is the only output)."""
+    return str(dest) == STDOUT
+
+
+def hist_table(hists: dict[str, dict[str, Any]]) -> Table:
+    # A few histograms read best one per column (fits 80 columns); many, one per row.
+    t = Table(title="histograms", title_justify="left", box=box.SIMPLE_HEAD)
+    if len(hists) <= 4:
+        t.add_column("")
+        for name, h in hists.items():
+            t.add_column(f"{name} ({h.get('unit', '')})", justify="right")
+        for s in HIST_STATS:
+            t.add_row(s, *(fmt(h.get(s)) for h in hists.values()))
+        return t
+    t.add_column("histogram", no_wrap=True)
+    for s in HIST_STATS:
+        t.add_column(s, justify="right")
+    t.add_column("unit")
+    for name, h in hists.items():
+        t.add_row(name, *(fmt(h.get(s)) for s in HIST_STATS), str(h.get("unit", "")))
+    return t
+
+
+def print_result(result: dict[str, Any]) -> None:
+    """A human summary of a result: metrics, then histogram percentiles."""
+    out.print(f"[bold]{result.get('scenario', '?')}[/bold]  seed {result.get('seed')}  irqlab {result.get('version')}")
+    mt = Table(title="metrics", title_justify="left", box=box.SIMPLE_HEAD)
+    mt.add_column("metric")
+    mt.add_column("value", justify="right")
+    for k, v in result.get("metrics", {}).items():
+        mt.add_row(k, fmt(v))
+    out.print(mt)
+    hists = result.get("histograms", {})
+    if hists:
+        out.print(hist_table(hists))
+    series = result.get("series", {})
+    if series:
+        out.print(f"series: {', '.join(series)} (in --json)")
+
+
+def emit(result: dict[str, Any], json_out: Path | None) -> None:
+    """The usual ending of a result command: JSON if asked, a summary unless the JSON went to stdout."""
+    if json_out is not None:
+        write_json(json_out, result)
+    if not to_stdout(json_out):
+        print_result(result)

@@ -1,0 +1,72 @@
+"""`irqlab reproduce`: every published-figure scenario, checked, as an HTML report."""
+
+from __future__ import annotations
+
+import os
+from pathlib import Path
+from typing import Annotated, Any, Optional
+
+import typer
+from rich.table import Table
+
+from .. import SCENARIOS_DIR, _core
+from .._util import atomic_write, progress
+from . import app, check_workers, user_errors
+from .render import dump, err, fmt, out
+
+
+@app.command()
+@user_errors
+def reproduce(
+    only: Annotated[Optional[list[str]], typer.Option("--only", help="Only this figure (file stem; repeatable).")] = None,
+    out_dir: Annotated[Path, typer.Option("--out", help="Report directory.")] = Path("irqlab-report"),
+    figures: Annotated[
+        Optional[Path], typer.Option("--figures", help="Directory of figure scenarios (default: the bundled ones).")
+    ] = None,
+    workers: Annotated[Optional[int], typer.Option("--workers", help="Figures run in parallel.")] = None,
+) -> None:
+    """Run every published-figure scenario, check it, and write an HTML report."""
+    from .. import report  # matplotlib: imported only by the command that plots
+    from .. import reproduce as repro
+
+    figdir = figures if figures is not None else SCENARIOS_DIR / "figures"
+    check_workers(workers)
+    # A missing bundled folder just means no figures yet; a folder the user named must exist.
+    files = [] if figures is None and not figdir.is_dir() and not only else repro.figure_files(figdir, only)
+    runs = repro.prepare(files)
+    with progress("reproducing figures", len(runs)) as advance:
+        repro.execute(runs, workers or os.cpu_count() or 1, advance)
+    rows = [row for r in runs for row in repro.check(r)]
+    page = report.render(rows, runs, _core.__version__)
+    atomic_write(out_dir / "figures.json", dump({"figures": rows}))
+    atomic_write(out_dir / "index.html", page)
+
+    if not rows:
+        err.print(
+            f"warning: no figures to reproduce in {figdir} (no [[expect]] entries); wrote an empty report to {out_dir}",
+            markup=False,
+            soft_wrap=True,
+        )
+        return
+    out.print(_table(rows, out_dir))
+    failed = sum(not r["within_tolerance"] for r in rows)
+    out.print(f"{len(rows) - failed} of {len(rows)} figures within tolerance")
+    if failed:
+        raise typer.Exit(1)
+
+
+def _table(rows: list[dict[str, Any]], out_dir: Path) -> Table:
+    t = Table(title=f"figures ({out_dir / 'index.html'})", title_justify="left")
+    name_width = min(40, max(len(r["name"]) for r in rows))
+    for c in ("figure", "published", "simulated", "unit", "error", "tolerance", "verdict"):
+        t.add_column(
+            c,
+            justify="left" if c in ("figure", "unit", "verdict") else "right",
+            no_wrap=c != "figure",
+            min_width=name_width if c == "figure" else None,
+        )
+    for r in rows:
+        e = "n/a" if r["error"] is None else f"{r['error']:+.2%}"
+        verdict = "[green]pass[/green]" if r["within_tolerance"] else "[red]FAIL[/red]"
+        t.add_row(r["name"], fmt(r["published"]), fmt(r["simulated"]), r["unit"], e, f"±{r['tolerance']:.2%}", verdict)
+    return t

@@ -1,0 +1,105 @@
+"""`irqlab whatif`: the M1 fleet what-if (pseudo-NMI's throughput cost, reaching a wedged CPU)."""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Annotated, Optional
+
+import typer
+from rich.table import Table
+
+from .._util import UserError
+from . import JsonOpt, SeedOpt, app, check_seed, user_errors
+from .render import fmt, out, to_stdout, write_json
+
+
+def _floats(opt: str, text: str) -> list[float]:
+    try:
+        vals = [float(v) for v in text.split(",")]
+    except ValueError:
+        raise UserError(f"{opt} {text!r}: expected comma-separated numbers") from None
+    if any(not v >= 0 for v in vals):
+        raise UserError(f"{opt} {text!r}: expected numbers of at least 0")
+    return vals
+
+
+@app.command()
+@user_errors
+def whatif(
+    exceptions_per_s: Annotated[
+        float, typer.Option(help="Syscalls + page faults per second per CPU (under DAIF).")
+    ] = 100_000,
+    irqs_per_s: Annotated[Optional[float], typer.Option(help="Device interrupts per second per CPU.")] = None,
+    irqs_from_host: Annotated[
+        Optional[float], typer.Option(help="Take irqs-per-s from this host's /proc/stat over S seconds.")
+    ] = None,
+    irq_handler_ns: Annotated[float, typer.Option(help="Interrupt handler length (assumption).")] = 1000,
+    cpus: Annotated[str, typer.Option(help="CPU counts to model, comma-separated.")] = "1,8,72",
+    base: Annotated[Optional[Path], typer.Option(help="Scenario whose exception costs to start from.")] = None,
+    wedge_ms: Annotated[float, typer.Option(help="How long the wedged CPU keeps interrupts masked.")] = 10,
+    sdei_dispatch_ns: Annotated[
+        str, typer.Option(help="SDEI firmware entry + dispatch costs to try (an assumption).")
+    ] = "1000,10000,100000",
+    sdei_signal_ns: Annotated[float, typer.Option(help="SDEI_EVENT_SIGNAL SMC on the requester (an assumption).")] = 2000,
+    seed: SeedOpt = None,
+    json_out: Annotated[Optional[Path], typer.Option("--json", help="Write both tables as JSON ('-' = stdout).")] = None,
+) -> None:
+    """M1 fleet what-if: pseudo-NMI's throughput cost and who reaches a wedged CPU."""
+    from .. import whatif as wi
+
+    if irqs_per_s is not None and irqs_from_host is not None:
+        raise UserError("--irqs-per-s and --irqs-from-host: give one or the other")
+    irqs = wi.host_irqs_per_s(irqs_from_host) if irqs_from_host is not None else (irqs_per_s or 0.0)
+    counts = [int(c) for c in _floats("--cpus", cpus)]
+    if not counts or any(c < 1 or c > 4096 for c in counts):
+        raise UserError(f"--cpus {cpus!r}: expected CPU counts from 1 to 4096")
+    if irqs < 0 or irq_handler_ns < 0 or wedge_ms <= 0:
+        raise UserError("--irqs-per-s, --irq-handler-ns: expected at least 0; --wedge-ms: above 0")
+    b = wi.Base.load(base or wi.DEFAULT_BASE)
+    profile = wi.Profile(exceptions_per_s, irqs, irq_handler_ns)
+    s = check_seed(seed) or 1
+    tput = wi.throughput(b, profile, counts, s)
+    reach = wi.reachability(
+        b,
+        wedge_ms * 1e6,
+        _floats("--sdei-dispatch-ns", sdei_dispatch_ns),
+        sdei_signal_ns,
+        5000,
+        tput[0]["throughput_ratio"],
+        s,
+    )
+    doc = {"profile": profile.__dict__, "throughput": tput, "reachability": reach}
+    if json_out is not None:
+        write_json(json_out, doc)
+    if to_stdout(json_out):
+        return
+    t = Table(
+        title=f"pseudo-NMI throughput cost ({exceptions_per_s:,.0f} exceptions/s, {irqs:,.0f} irqs/s per CPU)",
+        title_justify="left",
+    )
+    for c in ("cpus", "DAIF ops/s", "pseudo-NMI ops/s", "throughput", "tax ns/exception"):
+        t.add_column(c, justify="right")
+    for r in tput:
+        t.add_row(
+            str(r["cpus"]),
+            fmt(r["daif_ops_per_s"]),
+            fmt(r["pmr_ops_per_s"]),
+            f"{r['throughput_ratio']:.3f}",
+            f"{r['tax_ns_per_exception']:.1f}",
+        )
+    out.print(t)
+    t = Table(title=f"reaching a CPU wedged for {wedge_ms:g} ms", title_justify="left")
+    for c in ("wedged by", "mechanism", "SDEI dispatch", "reached", "latency us", "steady-state cost"):
+        t.add_column(c, justify="left" if c in ("wedged by", "mechanism", "reached") else "right", no_wrap=True)
+    for r in reach:
+        disp = "" if r["sdei_dispatch_ns"] is None else f"{r['sdei_dispatch_ns'] / 1e3:g} us"
+        lat = "" if r["latency_us"] is None else f"{r['latency_us']:.2f}"
+        t.add_row(
+            r["wedge"],
+            r["mechanism"],
+            disp,
+            "yes" if r["reached"] else "no",
+            lat,
+            f"{r['steady_state_throughput_cost']:.1%}",
+        )
+    out.print(t)
