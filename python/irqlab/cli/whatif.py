@@ -57,7 +57,10 @@ def whatif(
         raise UserError("--irqs-per-s, --irq-handler-ns: expected at least 0; --wedge-ms: above 0")
     b = wi.Base.load(base or wi.DEFAULT_BASE)
     profile = wi.Profile(exceptions_per_s, irqs, irq_handler_ns)
-    s = check_seed(seed) or 1
+    # Without --seed, seed 1 (the generated scenarios have no seed of their own);
+    # `check_seed(seed) or 1` would also turn --seed 0 into 1.
+    checked = check_seed(seed)
+    s = 1 if checked is None else checked
     tput = wi.throughput(b, profile, counts, s)
     reach = wi.reachability(
         b,
