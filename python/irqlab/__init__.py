@@ -36,7 +36,8 @@ def _read(path: str | PathLike[str]) -> tuple[str, str]:
 def load(path: str | PathLike[str], overrides: Iterable[str] = ()) -> dict[str, Any]:
     """Validate the scenario at `path` and return it normalized (a dict)."""
     text, origin = _read(path)
-    return json.loads(_core.load(text, origin, list(overrides)))
+    scenario: dict[str, Any] = json.loads(_core.load(text, origin, list(overrides)))
+    return scenario
 
 
 def run(
@@ -48,9 +49,11 @@ def run(
     """Run the scenario at `path`; returns (result dict, Perfetto trace bytes or None)."""
     text, origin = _read(path)
     result, trace_bytes = _core.run(text, origin, list(overrides), seed, trace)
-    return json.loads(result), trace_bytes
+    doc: dict[str, Any] = json.loads(result)
+    return doc, trace_bytes
 
 
 def schema() -> dict[str, Any]:
     """The JSON Schema of the scenario format."""
-    return json.loads(_core.schema())
+    doc: dict[str, Any] = json.loads(_core.schema())
+    return doc

@@ -69,8 +69,9 @@ def prepare(files: list[Path]) -> list[FigureRun]:
 
 def execute(runs: list[FigureRun], workers: int, advance: Callable[[], None]) -> None:
     def one(r: FigureRun) -> dict[str, Any]:
-        res, _ = _core.run(r.text, r.origin, r.overrides, None, False)
-        return json.loads(res)
+        raw, _ = _core.run(r.text, r.origin, r.overrides, None, False)
+        result: dict[str, Any] = json.loads(raw)
+        return result
 
     with ThreadPoolExecutor(max_workers=max(1, workers)) as ex:
         futs = {ex.submit(one, r): r for r in runs}

@@ -44,7 +44,9 @@ class Sweep:
 def _split_values(spec: str, raw: str) -> list[str]:
     # Split on commas outside brackets and quotes so that TOML arrays and
     # strings ("[1,2],[3,4]") can be grid values.
-    out, cur, depth, quote = [], [], 0, ""
+    out: list[str] = []
+    cur: list[str] = []
+    depth, quote = 0, ""
     for ch in raw:
         if quote:
             quote = "" if ch == quote else quote
@@ -257,4 +259,5 @@ def to_table(sweep: Sweep, results: list[dict[str, Any]]) -> pa.Table:
 def parquet_bytes(table: pa.Table) -> bytes:
     sink = pa.BufferOutputStream()
     pq.write_table(table, sink)
-    return sink.getvalue().to_pybytes()
+    data: bytes = sink.getvalue().to_pybytes()
+    return data

@@ -76,7 +76,8 @@ def _run(text: str, seed: int) -> dict[str, Any]:
         raw, _ = _core.run(text, "whatif", [], seed, False)
     except _core.ScenarioError as e:
         raise UserError(one_line(str(e))) from None
-    return json.loads(raw)
+    result: dict[str, Any] = json.loads(raw)
+    return result
 
 
 def profile_scenario(base: Base, p: Profile, cpus: int, masking: str) -> str:

@@ -1,0 +1,57 @@
+"""Types of the Rust extension `irqlab._core` (crates/irqlab-py/src/lib.rs).
+
+mypy cannot read the compiled module, so this stub states what the binding
+accepts and returns; change it with the binding. Check it against the built
+extension with `python -m mypy.stubtest irqlab._core`."""
+
+from collections.abc import Mapping, Sequence
+
+__all__ = [
+    "__version__",
+    "ScenarioError",
+    "load_scenario",
+    "load",
+    "run",
+    "schema",
+    "kvm_requests",
+    "host_gettid_ns",
+    "run_replay",
+    "host_sched_yield_ops",
+    "host_page_faults",
+]
+
+__version__: str
+
+class ScenarioError(ValueError):
+    """A scenario, override or option is invalid; the message is one line."""
+
+def load_scenario(text: str, origin: str, overrides: list[str] = ...) -> str:
+    """Validate a scenario; returns it normalized, as JSON."""
+
+def load(text: str, origin: str, overrides: list[str] = ...) -> str:
+    """`load_scenario` under its short name."""
+
+def run(
+    text: str, origin: str, overrides: list[str] = ..., seed: int | None = None, trace: bool = False
+) -> tuple[str, bytes | None]:
+    """Run a scenario (GIL released): (result JSON, Perfetto trace bytes if `trace`)."""
+
+def run_replay(
+    text: str, origin: str, overrides: list[str], seed: int | None, arrivals: Mapping[str, Sequence[int]]
+) -> str:
+    """Run a scenario whose `replay` sources take `arrivals` (replay key -> sorted times in ps); the result JSON."""
+
+def schema() -> str:
+    """The JSON Schema of the scenario format."""
+
+def kvm_requests() -> tuple[list[str], list[tuple[str, list[str]]], list[tuple[str, str]]]:
+    """KVM's request list: (names in upstream's old order, [(preset, names)], [(request, what servicing it raises)])."""
+
+def host_gettid_ns(calls: int) -> float:
+    """ns per gettid() call over `calls` calls."""
+
+def host_sched_yield_ops(seconds: float) -> int:
+    """sched_yield() calls made in `seconds`."""
+
+def host_page_faults(seconds: float, bytes: int) -> int:
+    """Pages faulted in during `seconds` of page_fault1 over `bytes`."""
