@@ -7,7 +7,6 @@ import subprocess
 import sys
 from pathlib import Path
 
-
 # `make test-long` sets IRQLAB_LONG=1: property tests search longer there.
 LONG = os.environ.get("IRQLAB_LONG") == "1"
 

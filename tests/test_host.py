@@ -113,7 +113,7 @@ class DiskWriter:
         finally:
             os.close(fd)
 
-    def __enter__(self) -> "DiskWriter":
+    def __enter__(self) -> DiskWriter:
         self._thread.start()
         # Only go on once the device has completed writes: a path that cannot
         # take direct I/O says so here, not as an empty recording later.
@@ -213,7 +213,7 @@ def recording(tmp_path_factory: pytest.TempPathFactory) -> Recording:
     return Recording(trace, disk, during)
 
 
-def entries_by_name(table: "pa.Table") -> dict[str, int]:
+def entries_by_name(table: pa.Table) -> dict[str, int]:
     counts: dict[str, int] = {}
     for r in table.select(["kind", "event", "name"]).to_pylist():
         if r["kind"] == "irq" and r["event"] == "entry":

@@ -10,10 +10,9 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 import irqlab
-from irqlab import _core
-
 from conftest import DATA
 from helpers import examples
+from irqlab import _core
 
 SMALL = (DATA / "small.toml").read_text()
 

@@ -15,7 +15,7 @@ from pathlib import Path
 import pytest
 
 sys.path.insert(0, str(Path(__file__).resolve().parent / "reference"))
-from cases import REFERENCE, cases, run_case  # noqa: E402
+from cases import REFERENCE, cases, run_case
 
 REF = json.loads(gzip.decompress(REFERENCE.read_bytes()))
 CASES = list(cases())

@@ -10,8 +10,8 @@ import sys
 
 import pytest
 
-from irqlab._util import UserError, atomic_write, check_overrides, one_line, progress_enabled
 from helpers import assert_ok, run_cli
+from irqlab._util import UserError, atomic_write, check_overrides, one_line, progress_enabled
 
 
 def test_atomic_write_replaces_whole_files_and_leaves_no_temp(tmp_path):

@@ -8,9 +8,10 @@ path-taking wrappers over the binding for use from notebooks and scripts.
 from __future__ import annotations
 
 import json
+from collections.abc import Iterable
 from os import PathLike
 from pathlib import Path
-from typing import Any, Iterable
+from typing import Any
 
 try:
     from . import _core
@@ -25,7 +26,7 @@ ScenarioError = _core.ScenarioError
 
 SCENARIOS_DIR = Path(__file__).resolve().parent / "scenarios"
 
-__all__ = ["__version__", "ScenarioError", "SCENARIOS_DIR", "load", "run", "schema"]
+__all__ = ["SCENARIOS_DIR", "ScenarioError", "__version__", "load", "run", "schema"]
 
 
 def _read(path: str | PathLike[str]) -> tuple[str, str]:

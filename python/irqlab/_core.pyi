@@ -7,17 +7,17 @@ extension with `python -m mypy.stubtest irqlab._core`."""
 from collections.abc import Mapping, Sequence
 
 __all__ = [
-    "__version__",
     "ScenarioError",
-    "load_scenario",
-    "load",
-    "run",
-    "schema",
-    "kvm_requests",
+    "__version__",
     "host_gettid_ns",
-    "run_replay",
-    "host_sched_yield_ops",
     "host_page_faults",
+    "host_sched_yield_ops",
+    "kvm_requests",
+    "load",
+    "load_scenario",
+    "run",
+    "run_replay",
+    "schema",
 ]
 
 __version__: str

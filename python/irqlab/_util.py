@@ -2,13 +2,14 @@
 
 from __future__ import annotations
 
+import contextlib
 import json
 import os
 import secrets
 import sys
+from collections.abc import Callable, Iterator, Sequence
 from contextlib import contextmanager
 from pathlib import Path
-from typing import Callable, Iterator, Sequence
 
 from rich.console import Console
 from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
@@ -77,10 +78,8 @@ def atomic_write(path: str | os.PathLike[str], data: bytes | str) -> None:
             os.fsync(f.fileno())
         os.replace(tmp, dest)
     except BaseException as e:
-        try:
+        with contextlib.suppress(OSError):
             os.unlink(tmp)
-        except OSError:
-            pass
         if isinstance(e, OSError):
             raise UserError(f"{path}: cannot write: {e.strerror or e}") from None
         raise

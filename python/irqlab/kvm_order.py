@@ -12,9 +12,10 @@ from __future__ import annotations
 
 import itertools
 import json
+from collections.abc import Callable, Sequence
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
-from typing import Any, Callable, Sequence
+from typing import Any
 
 from . import _core
 from ._util import UserError, one_line
@@ -56,7 +57,7 @@ class Evaluated:
 
 
 def base_order(scenario: dict[str, Any]) -> list[str]:
-    names, presets, _ = _core.kvm_requests()
+    _, presets, _ = _core.kvm_requests()
     kvm = scenario.get("kvm")
     if not kvm:
         raise UserError("the scenario has no [kvm] section: order search needs a KVM workload")

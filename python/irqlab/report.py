@@ -7,8 +7,9 @@ from __future__ import annotations
 import base64
 import io
 import math
+from collections.abc import Sequence
 from html import escape
-from typing import Any, Sequence
+from typing import Any
 
 # The object-oriented API with no pyplot: no GUI backend, no global state,
 # so this is safe in CI and from threads.

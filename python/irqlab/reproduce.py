@@ -5,10 +5,11 @@ from __future__ import annotations
 
 import json
 import math
+from collections.abc import Callable, Sequence
 from concurrent.futures import ThreadPoolExecutor, as_completed
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, Callable, Sequence
+from typing import Any
 
 from . import _core
 from ._util import UserError, one_line, read_scenario

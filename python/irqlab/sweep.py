@@ -5,9 +5,10 @@ from __future__ import annotations
 
 import itertools
 import json
+from collections.abc import Callable, Sequence
 from concurrent.futures import ThreadPoolExecutor, as_completed
 from dataclasses import dataclass, field
-from typing import Any, Callable, Sequence
+from typing import Any
 
 import pyarrow as pa
 import pyarrow.parquet as pq

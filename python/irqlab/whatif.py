@@ -10,9 +10,10 @@ table runs a two-CPU scenario per (wedge, mechanism, SDEI dispatch cost).
 from __future__ import annotations
 
 import json
+from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, Sequence
+from typing import Any
 
 from . import SCENARIOS_DIR, _core
 from ._util import UserError, one_line, read_scenario, time_ns
@@ -39,7 +40,7 @@ class Base:
     body_ns: float
 
     @classmethod
-    def load(cls, path: Path) -> "Base":
+    def load(cls, path: Path) -> Base:
         text, origin = read_scenario(path)
         try:
             sc = json.loads(_core.load(text, origin, []))
@@ -135,7 +136,7 @@ def reachability(base: Base, wedge_ns: float, sdei_dispatch_ns: Sequence[float],
     """Who reaches a CPU wedged by `local_irq_disable()` (under pseudo-NMI: PMR)
     or by code that sets DAIF.I itself, within `wedge_ns`."""
     rows = []
-    for wedge, masking, with_ in (("local_irq_disable", "pmr", "pmr"), ("daif", "pmr", "daif")):
+    for wedge, with_ in (("local_irq_disable", "pmr"), ("daif", "daif")):
         for mech in MECHANISMS:
             for disp in (sdei_dispatch_ns if mech == "sdei" else [0.0]):
                 # Pseudo-NMI needs a pseudo-NMI kernel; the other mechanisms are asked of a DAIF kernel.

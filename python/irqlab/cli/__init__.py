@@ -12,7 +12,7 @@ from __future__ import annotations
 import functools
 from collections.abc import Callable
 from pathlib import Path
-from typing import Annotated, Optional, ParamSpec, TypeVar
+from typing import Annotated, ParamSpec, TypeVar
 
 import typer
 
@@ -32,14 +32,14 @@ U64_MAX = 2**64 - 1
 
 ScenarioArg = Annotated[Path, typer.Argument(help="Scenario TOML file.", show_default=False)]
 SetOpt = Annotated[
-    Optional[list[str]], typer.Option("--set", help="Override a scenario key: KEY.PATH=VALUE (repeatable).")
+    list[str] | None, typer.Option("--set", help="Override a scenario key: KEY.PATH=VALUE (repeatable).")
 ]
-SeedOpt = Annotated[Optional[int], typer.Option("--seed", help="Seed instead of the scenario's own.")]
+SeedOpt = Annotated[int | None, typer.Option("--seed", help="Seed instead of the scenario's own.")]
 SetFromOpt = Annotated[
-    Optional[list[str]],
+    list[str] | None,
     typer.Option("--set-from", help="FILE:METRIC=KEY.PATH: a measured value (irqlab measure --json) as an override."),
 ]
-JsonOpt = Annotated[Optional[Path], typer.Option("--json", help="Write the result JSON here ('-' = stdout).")]
+JsonOpt = Annotated[Path | None, typer.Option("--json", help="Write the result JSON here ('-' = stdout).")]
 
 P = ParamSpec("P")
 R = TypeVar("R")

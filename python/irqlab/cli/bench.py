@@ -5,7 +5,7 @@ from __future__ import annotations
 import json
 import time
 from pathlib import Path
-from typing import Annotated, Optional
+from typing import Annotated
 
 import typer
 
@@ -21,7 +21,7 @@ def bench(
     json_out: JsonOpt = None,
     repeat: Annotated[int, typer.Option("--repeat", help="Runs; the fastest is reported.")] = 1,
     scenario: Annotated[
-        Optional[Path], typer.Option("--scenario", help="Time this scenario instead of the reference model.")
+        Path | None, typer.Option("--scenario", help="Time this scenario instead of the reference model.")
     ] = None,
     set_: SetOpt = None,
 ) -> None:

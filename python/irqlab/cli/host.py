@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import contextlib
 from pathlib import Path
-from typing import Annotated, Any, Optional
+from typing import Annotated, Any
 
 import typer
 from rich.table import Table
@@ -95,9 +95,9 @@ def record(
 @user_errors
 def monitor(
     interval: Annotated[float, typer.Option("--interval", help="Seconds between samples.")] = 1.0,
-    count: Annotated[Optional[int], typer.Option("--count", help="Samples to take (default: until Ctrl-C).")] = None,
+    count: Annotated[int | None, typer.Option("--count", help="Samples to take (default: until Ctrl-C).")] = None,
     per_source: Annotated[bool, typer.Option("--per-source", help="Also show each interrupt source.")] = False,
-    json_out: Annotated[Optional[Path], typer.Option("--json", help="Write the samples as JSON ('-' = stdout).")] = None,
+    json_out: Annotated[Path | None, typer.Option("--json", help="Write the samples as JSON ('-' = stdout).")] = None,
 ) -> None:
     """Live interrupt rates, total and per CPU, and each CPU's hardirq share."""
     from rich.live import Live

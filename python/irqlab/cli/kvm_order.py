@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import os
 from pathlib import Path
-from typing import Annotated, Optional
+from typing import Annotated
 
 import typer
 from rich.table import Table
@@ -19,13 +19,13 @@ from .render import out, to_stdout, write_json
 def kvm_order(
     scenario: ScenarioArg,
     requests: Annotated[
-        Optional[str], typer.Option("--requests", help="Requests to permute, comma-separated (default SMI,NMI,PMU,PMI).")
+        str | None, typer.Option("--requests", help="Requests to permute, comma-separated (default SMI,NMI,PMU,PMI).")
     ] = None,
     set_: SetOpt = None,
     seed: SeedOpt = None,
     top: Annotated[int, typer.Option("--top", help="Orders to show.")] = 5,
-    workers: Annotated[Optional[int], typer.Option("--workers", help="Parallel runs (default: CPU count).")] = None,
-    json_out: Annotated[Optional[Path], typer.Option("--json", help="Write the ranking as JSON ('-' = stdout).")] = None,
+    workers: Annotated[int | None, typer.Option("--workers", help="Parallel runs (default: CPU count).")] = None,
+    json_out: Annotated[Path | None, typer.Option("--json", help="Write the ranking as JSON ('-' = stdout).")] = None,
 ) -> None:
     """M4: rank orders of KVM's request list by cancelled VM-enters, and explain what still cancels."""
     from .. import kvm_order as ko

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import os
 from pathlib import Path
-from typing import Annotated, Any, Optional
+from typing import Annotated, Any
 
 import typer
 from rich.table import Table
@@ -18,12 +18,12 @@ from .render import dump, err, fmt, out
 @app.command()
 @user_errors
 def reproduce(
-    only: Annotated[Optional[list[str]], typer.Option("--only", help="Only this figure (file stem; repeatable).")] = None,
+    only: Annotated[list[str] | None, typer.Option("--only", help="Only this figure (file stem; repeatable).")] = None,
     out_dir: Annotated[Path, typer.Option("--out", help="Report directory.")] = Path("irqlab-report"),
     figures: Annotated[
-        Optional[Path], typer.Option("--figures", help="Directory of figure scenarios (default: the bundled ones).")
+        Path | None, typer.Option("--figures", help="Directory of figure scenarios (default: the bundled ones).")
     ] = None,
-    workers: Annotated[Optional[int], typer.Option("--workers", help="Figures run in parallel.")] = None,
+    workers: Annotated[int | None, typer.Option("--workers", help="Figures run in parallel.")] = None,
 ) -> None:
     """Run every published-figure scenario, check it, and write an HTML report."""
     from .. import report  # matplotlib: imported only by the command that plots

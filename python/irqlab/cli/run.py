@@ -5,7 +5,7 @@ from __future__ import annotations
 import json
 import sys
 from pathlib import Path
-from typing import Annotated, Optional
+from typing import Annotated
 
 import typer
 
@@ -23,7 +23,7 @@ def run(
     set_from_: SetFromOpt = None,
     seed: SeedOpt = None,
     json_out: JsonOpt = None,
-    trace_out: Annotated[Optional[Path], typer.Option("--trace", help="Write a Perfetto trace here.")] = None,
+    trace_out: Annotated[Path | None, typer.Option("--trace", help="Write a Perfetto trace here.")] = None,
 ) -> None:
     """Run a scenario and print its metrics."""
     text, origin = read_scenario(scenario)
@@ -53,7 +53,7 @@ def validate(scenario: ScenarioArg, set_: SetOpt = None) -> None:
 @app.command()
 @user_errors
 def schema(
-    out_file: Annotated[Optional[Path], typer.Option("--out", help="Write the schema here instead of stdout.")] = None,
+    out_file: Annotated[Path | None, typer.Option("--out", help="Write the schema here instead of stdout.")] = None,
 ) -> None:
     """Print the JSON Schema of the scenario format (for editors)."""
     doc = dump(json.loads(_core.schema()))

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import os
 from pathlib import Path
-from typing import Annotated, Optional
+from typing import Annotated
 
 import typer
 from rich.table import Table
@@ -19,14 +19,14 @@ from .render import fmt, out
 def sweep(
     scenario: ScenarioArg,
     grid: Annotated[
-        Optional[list[str]], typer.Option("--grid", help="KEY=V1,V2,... (repeatable; the cartesian product is run).")
+        list[str] | None, typer.Option("--grid", help="KEY=V1,V2,... (repeatable; the cartesian product is run).")
     ] = None,
     set_: SetOpt = None,
     seed: SeedOpt = None,
     backend: Annotated[str, typer.Option("--backend", help="local, dask or ray.")] = "local",
-    workers: Annotated[Optional[int], typer.Option("--workers", help="Parallel runs (default: CPU count).")] = None,
-    address: Annotated[Optional[str], typer.Option("--address", help="Dask scheduler or Ray cluster address.")] = None,
-    out_file: Annotated[Optional[Path], typer.Option("--out", help="Write one Parquet row per grid point.")] = None,
+    workers: Annotated[int | None, typer.Option("--workers", help="Parallel runs (default: CPU count).")] = None,
+    address: Annotated[str | None, typer.Option("--address", help="Dask scheduler or Ray cluster address.")] = None,
+    out_file: Annotated[Path | None, typer.Option("--out", help="Write one Parquet row per grid point.")] = None,
 ) -> None:
     """Run a scenario over a grid of overrides."""
     from .. import sweep as sweeps  # pyarrow: imported only by the command that needs it

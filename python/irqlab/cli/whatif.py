@@ -3,13 +3,13 @@
 from __future__ import annotations
 
 from pathlib import Path
-from typing import Annotated, Optional
+from typing import Annotated
 
 import typer
 from rich.table import Table
 
 from .._util import UserError
-from . import JsonOpt, SeedOpt, app, check_seed, user_errors
+from . import SeedOpt, app, check_seed, user_errors
 from .render import fmt, out, to_stdout, write_json
 
 
@@ -29,20 +29,20 @@ def whatif(
     exceptions_per_s: Annotated[
         float, typer.Option(help="Syscalls + page faults per second per CPU (under DAIF).")
     ] = 100_000,
-    irqs_per_s: Annotated[Optional[float], typer.Option(help="Device interrupts per second per CPU.")] = None,
+    irqs_per_s: Annotated[float | None, typer.Option(help="Device interrupts per second per CPU.")] = None,
     irqs_from_host: Annotated[
-        Optional[float], typer.Option(help="Take irqs-per-s from this host's /proc/stat over S seconds.")
+        float | None, typer.Option(help="Take irqs-per-s from this host's /proc/stat over S seconds.")
     ] = None,
     irq_handler_ns: Annotated[float, typer.Option(help="Interrupt handler length (assumption).")] = 1000,
     cpus: Annotated[str, typer.Option(help="CPU counts to model, comma-separated.")] = "1,8,72",
-    base: Annotated[Optional[Path], typer.Option(help="Scenario whose exception costs to start from.")] = None,
+    base: Annotated[Path | None, typer.Option(help="Scenario whose exception costs to start from.")] = None,
     wedge_ms: Annotated[float, typer.Option(help="How long the wedged CPU keeps interrupts masked.")] = 10,
     sdei_dispatch_ns: Annotated[
         str, typer.Option(help="SDEI firmware entry + dispatch costs to try (an assumption).")
     ] = "1000,10000,100000",
     sdei_signal_ns: Annotated[float, typer.Option(help="SDEI_EVENT_SIGNAL SMC on the requester (an assumption).")] = 2000,
     seed: SeedOpt = None,
-    json_out: Annotated[Optional[Path], typer.Option("--json", help="Write both tables as JSON ('-' = stdout).")] = None,
+    json_out: Annotated[Path | None, typer.Option("--json", help="Write both tables as JSON ('-' = stdout).")] = None,
 ) -> None:
     """M1 fleet what-if: pseudo-NMI's throughput cost and who reaches a wedged CPU."""
     from .. import whatif as wi

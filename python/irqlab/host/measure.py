@@ -6,7 +6,8 @@ from __future__ import annotations
 import multiprocessing as mp
 import os
 import statistics
-from typing import Any, Callable
+from collections.abc import Callable
+from typing import Any
 
 from .. import _core
 from .._util import UserError

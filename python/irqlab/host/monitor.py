@@ -5,8 +5,9 @@ from __future__ import annotations
 
 import os
 import time
+from collections.abc import Iterator
 from dataclasses import dataclass
-from typing import Any, Iterator
+from typing import Any
 
 USER_HZ = os.sysconf("SC_CLK_TCK") if hasattr(os, "sysconf") else 100
 

@@ -9,14 +9,16 @@ command mounted it)."""
 
 from __future__ import annotations
 
+import contextlib
 import json
 import os
 import re
 import signal
 import subprocess
 import time
+from collections.abc import Callable, Iterator
 from pathlib import Path
-from typing import Any, Callable, Iterator
+from typing import Any
 
 from .. import _core
 from .._util import UserError, atomic_write
@@ -105,10 +107,8 @@ def capture(duration: float, advance: Callable[[float], None] | None = None) -> 
     finally:
         try:
             if inst.exists():
-                try:
+                with contextlib.suppress(OSError):
                     _write(inst / "tracing_on", "0")
-                except OSError:
-                    pass
                 inst.rmdir()
         finally:
             if mounted:
@@ -171,8 +171,9 @@ def to_table(text: str, snaps: dict[str, Any], duration: float) -> Any:
 
 
 def record(duration: float, out: Path, advance: Callable[[float], None] | None = None) -> dict[str, Any]:
-    import pyarrow.parquet as pq
     import io
+
+    import pyarrow.parquet as pq
 
     if not 0 < duration <= 3600:
         raise UserError(f"--duration {duration}: expected more than 0 and at most 3600 seconds")

@@ -5,8 +5,9 @@ modelled policy (moderation, masking, fabric) can be tried on real traffic."""
 from __future__ import annotations
 
 import json
+from collections.abc import Sequence
 from pathlib import Path
-from typing import Any, Sequence
+from typing import Any
 
 from .. import _core
 from .._util import UserError, one_line
