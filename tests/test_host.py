@@ -67,11 +67,26 @@ def test_sched_yield_runs_one_task_per_cpu(tmp_path: Path) -> None:
 
 
 def test_page_faults_are_plausible(tmp_path: Path) -> None:
-    a = measure("pagefault", "--tasks", "1", "--mb", "16", "--seconds", "0.2", "--intervals", "3", "--warmup", "0.1", tmp=tmp_path)
+    a = measure(
+        "pagefault",
+        "--tasks",
+        "1",
+        "--mb",
+        "16",
+        "--seconds",
+        "0.2",
+        "--intervals",
+        "3",
+        "--warmup",
+        "0.1",
+        tmp=tmp_path,
+    )
     f = a["metrics"]["faults_per_s"]
     assert 1e3 < f < 1e9
     # Whole mappings: a multiple of the pages per pass, per interval.
-    assert all(round(v * 0.2) % 4096 == 0 and abs(v * 0.2 - round(v * 0.2)) < 1e-6 for v in a["series"]["faults_per_s"]["v"])
+    assert all(
+        round(v * 0.2) % 4096 == 0 and abs(v * 0.2 - round(v * 0.2)) < 1e-6 for v in a["series"]["faults_per_s"]["v"]
+    )
 
 
 def test_monitor_samples(tmp_path: Path) -> None:
@@ -233,8 +248,10 @@ def test_recording_holds_device_interrupts(recording: Recording) -> None:
     assert {"interrupts_before", "interrupts_after", "stat_after"} <= set(snaps)
     # The snapshots bracket the tracing window, so the trace can hold no more
     # of the disk's interrupts than /proc/interrupts counted between them.
-    delta = proc_interrupt_counts(snaps["interrupts_after"])[recording.disk] \
+    delta = (
+        proc_interrupt_counts(snaps["interrupts_after"])[recording.disk]
         - proc_interrupt_counts(snaps["interrupts_before"])[recording.disk]
+    )
     assert 0 < n <= delta, (n, delta)
     # ... and no fewer than the interrupts of the window (tracing starts right
     # after the first snapshot and stops right before the second).
@@ -301,8 +318,11 @@ def test_replay_bad_traces(make, needles: list[str], tmp_path: Path) -> None:
 def test_replay_with_no_matching_source(recording: Recording, tmp_path: Path) -> None:
     scen = irqlab.SCENARIOS_DIR / "examples" / "replay-disk.toml"
     out = tmp_path / "r.json"
-    assert_user_error(run_cli("replay", recording.trace, "--scenario", scen, "--set", "source.0.replay=nvme9q9", "--json", out),
-                      "no recorded interrupt matches", "nvme9q9")
+    assert_user_error(
+        run_cli("replay", recording.trace, "--scenario", scen, "--set", "source.0.replay=nvme9q9", "--json", out),
+        "no recorded interrupt matches",
+        "nvme9q9",
+    )
     assert not out.exists()
 
 
@@ -313,8 +333,15 @@ def test_replay_with_no_matching_source(recording: Recording, tmp_path: Path) ->
         (["measure", "syscall", "--runs", "0"], ["--runs 0"]),
         (["record", "--duration", "0", "--out", "x.parquet"], ["--duration 0"]),
         (["monitor", "--json", "x.json"], ["--json needs --count"]),
-        (["run", irqlab.SCENARIOS_DIR / "examples" / "md1-queue.toml", "--set-from", "nofile.json:ns_per_call=cpu.irq_entry"],
-         ["--set-from nofile.json"]),
+        (
+            [
+                "run",
+                irqlab.SCENARIOS_DIR / "examples" / "md1-queue.toml",
+                "--set-from",
+                "nofile.json:ns_per_call=cpu.irq_entry",
+            ],
+            ["--set-from nofile.json"],
+        ),
     ],
 )
 def test_host_bad_input(args: list, needles: list[str], tmp_path: Path) -> None:

@@ -35,7 +35,9 @@ def test_pseudo_nmi_tax_follows_exception_density() -> None:
         pmr, _ = irqlab.run(fig, [f"task.0.work={work}", "cpu.masking=pmr"])
         daif, _ = irqlab.run(fig, [f"task.0.work={work}", "cpu.masking=daif"])
         assert daif["metrics"]["task.gettid.pmr_tax_ns_per_op"] == 0
-        return pmr["metrics"]["ops_per_s"] / daif["metrics"]["ops_per_s"], pmr["metrics"]["task.gettid.pmr_tax_ns_per_op"]
+        return pmr["metrics"]["ops_per_s"] / daif["metrics"]["ops_per_s"], pmr["metrics"][
+            "task.gettid.pmr_tax_ns_per_op"
+        ]
 
     dense, tax = ratio("18.4ns")
     sparse, tax2 = ratio("1802.4ns")
@@ -56,8 +58,19 @@ def test_backtrace_example_escalates_to_sdei_for_the_daif_wedged_cpu() -> None:
 
 def test_whatif_tables(tmp_path: Path) -> None:
     out = tmp_path / "w.json"
-    p = run_cli("whatif", "--exceptions-per-s", "500000", "--irqs-per-s", "20000", "--cpus", "1,4",
-                "--sdei-dispatch-ns", "1000,50000", "--json", out)
+    p = run_cli(
+        "whatif",
+        "--exceptions-per-s",
+        "500000",
+        "--irqs-per-s",
+        "20000",
+        "--cpus",
+        "1,4",
+        "--sdei-dispatch-ns",
+        "1000,50000",
+        "--json",
+        out,
+    )
     assert_ok(p)
     doc = json.loads(out.read_text())
     t = doc["throughput"]
@@ -75,8 +88,21 @@ def test_whatif_tables(tmp_path: Path) -> None:
     assert reach[("daif", "sdei", 1000.0)]["steady_state_throughput_cost"] == 0
     # Deterministic.
     out2 = tmp_path / "w2.json"
-    assert_ok(run_cli("whatif", "--exceptions-per-s", "500000", "--irqs-per-s", "20000", "--cpus", "1,4",
-                      "--sdei-dispatch-ns", "1000,50000", "--json", out2))
+    assert_ok(
+        run_cli(
+            "whatif",
+            "--exceptions-per-s",
+            "500000",
+            "--irqs-per-s",
+            "20000",
+            "--cpus",
+            "1,4",
+            "--sdei-dispatch-ns",
+            "1000,50000",
+            "--json",
+            out2,
+        )
+    )
     assert out.read_bytes() == out2.read_bytes()
 
 
@@ -99,13 +125,15 @@ def test_whatif_bad_input(args: list[str], needles: list[str], tmp_path: Path) -
 @pytest.mark.parametrize(
     "sets,needles",
     [
-        (["crosscall.0.mechanisms=[\"pseudo-nmi\"]", "cpu.masking=daif"], ["crosscall[0].mechanisms[0]", "pmr"]),
-        (["crosscall.0.mechanisms=[\"ipi\", \"ipi\"]"], ["listed twice"]),
+        (['crosscall.0.mechanisms=["pseudo-nmi"]', "cpu.masking=daif"], ["crosscall[0].mechanisms[0]", "pmr"]),
+        (['crosscall.0.mechanisms=["ipi", "ipi"]'], ["listed twice"]),
         (["crosscall.0.at=1ms"], ["crosscall[0].at", "warmup"]),
         (["crosscall.0.targets=[9]"], ["crosscall[0].targets[0]", "does not exist"]),
-        (["cpu.pmr.access=\"46cycles\""], ["cpu.pmr.access", "cpu.ghz"]),
-        (["task.1.irqs_off_with=\"pmr\"", "cpu.masking=daif", "crosscall.0.mechanisms=[\"sdei\"]"],
-         ["task[1].irqs_off_with"]),
+        (['cpu.pmr.access="46cycles"'], ["cpu.pmr.access", "cpu.ghz"]),
+        (
+            ['task.1.irqs_off_with="pmr"', "cpu.masking=daif", 'crosscall.0.mechanisms=["sdei"]'],
+            ["task[1].irqs_off_with"],
+        ),
     ],
 )
 def test_crosscall_bad_input(sets: list[str], needles: list[str], tmp_path: Path) -> None:

@@ -51,8 +51,12 @@ def test_order_search_beyond_exhaustive_is_a_local_search() -> None:
     from irqlab import kvm_order
 
     text = FIG.read_text()
-    res = kvm_order.search(text, str(FIG), ["duration=300ms"],
-                           ["STEAL_UPDATE", "SMI", "NMI", "PMU", "PMI", "SCAN_IOAPIC", "IOAPIC_EOI_EXIT"])
+    res = kvm_order.search(
+        text,
+        str(FIG),
+        ["duration=300ms"],
+        ["STEAL_UPDATE", "SMI", "NMI", "PMU", "PMI", "SCAN_IOAPIC", "IOAPIC_EOI_EXIT"],
+    )
     assert res["method"].startswith("local search")
     best = res["ranked"][0]["order"]
     assert best.index("PMI") < best.index("NMI")
@@ -63,8 +67,15 @@ def test_order_search_beyond_exhaustive_is_a_local_search() -> None:
     [
         (["run", FIG, "--set", 'kvm.order=["PMU", "NMI"]'], ["kvm.order", "missing"]),
         (["run", FIG, "--set", "kvm.order=upstream-middle"], ["kvm.order", "unknown preset"]),
-        (["run", FIG, "--set", 'kvm.order=["NMI","NMI","PMU","PMI","SMI","STEAL_UPDATE","IOAPIC_EOI_EXIT","SCAN_IOAPIC","LOAD_EOI_EXITMAP"]'],
-         ["kvm.order[1]", "twice"]),
+        (
+            [
+                "run",
+                FIG,
+                "--set",
+                'kvm.order=["NMI","NMI","PMU","PMI","SMI","STEAL_UPDATE","IOAPIC_EOI_EXIT","SCAN_IOAPIC","LOAD_EOI_EXITMAP"]',
+            ],
+            ["kvm.order[1]", "twice"],
+        ),
         (["run", FIG, "--set", "source.0.name=x"], ["source"]),
         (["run", FIG, "--set", "kvm.lvtpc=extint"], ["kvm.lvtpc"]),
         (["kvm-order", FIG, "--requests", "PMU,WHAT"], ["--requests WHAT", "unknown request"]),

@@ -47,7 +47,9 @@ def test_nic_with_vms_is_deterministic_and_injects(tmp_path: Path) -> None:
 def test_low_load_gsim_example_does_not_moderate() -> None:
     r, _ = irqlab.run(EX / "m5-nvme-lowload.toml")
     assert r["metrics"]["gsim.mod_ns"] == 0
-    plain, _ = irqlab.run(EX / "m5-nvme-lowload.toml", ["gsim.delay_us=0", "gsim.target_intr_rate=0", "gsim.hardirq_percent=0"])
+    plain, _ = irqlab.run(
+        EX / "m5-nvme-lowload.toml", ["gsim.delay_us=0", "gsim.target_intr_rate=0", "gsim.hardirq_percent=0"]
+    )
     assert plain["histograms"]["nvme.ssd.latency"] == r["histograms"]["nvme.ssd.latency"]
 
 

@@ -33,5 +33,6 @@ def test_results_match_the_reference(case: str, path: Path, sets: list[str]) -> 
         assert not missing, f"{case}: {part} lost {missing[:5]}"
         changed = [k for k in ref[part] if ref[part][k] != got[part][k]]
         assert not changed, f"{case}: {part} changed: " + ", ".join(
-            f"{k} {ref[part][k]!r} -> {got[part][k]!r}" for k in changed[:3])
+            f"{k} {ref[part][k]!r} -> {got[part][k]!r}" for k in changed[:3]
+        )
     assert got["trace_sha256"] == ref["trace_sha256"], f"{case}: the trace bytes changed"

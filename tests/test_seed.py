@@ -12,15 +12,14 @@ import irqlab
 from helpers import assert_ok, run_cli
 from irqlab import whatif as wi
 
-WHATIF = ["whatif", "--exceptions-per-s", "500000", "--irqs-per-s", "20000", "--cpus", "1,2",
-          "--sdei-dispatch-ns", "1000"]
+PROFILE = ["--exceptions-per-s", "500000", "--irqs-per-s", "20000", "--cpus", "1,2", "--sdei-dispatch-ns", "1000"]
 
 
 def test_whatif_honours_seed_zero(tmp_path: Path) -> None:
     docs = {}
     for seed in (0, 1):
         out = tmp_path / f"w{seed}.json"
-        assert_ok(run_cli(*WHATIF, "--seed", seed, "--json", out))
+        assert_ok(run_cli("whatif", *PROFILE, "--seed", seed, "--json", out))
         docs[seed] = json.loads(out.read_text())
     # The interrupt arrivals are random, so the two seeds give other throughputs...
     assert docs[0]["throughput"] != docs[1]["throughput"]

@@ -60,7 +60,10 @@ def test_a_terminal_gets_a_progress_bar(small, tmp_path):
     env = {k: v for k, v in os.environ.items() if k != "CI"}
     p = subprocess.run(
         [sys.executable, "-m", "irqlab", "sweep", small, "--grid", "seed=1,2,3", "--out", tmp_path / "s.parquet"],
-        stdout=subprocess.DEVNULL, stderr=secondary, env=env, timeout=120,
+        stdout=subprocess.DEVNULL,
+        stderr=secondary,
+        env=env,
+        timeout=120,
     )
     os.close(secondary)
     seen = b""

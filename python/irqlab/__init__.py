@@ -17,8 +17,7 @@ try:
     from . import _core
 except ImportError as e:  # pragma: no cover - only without a build
     raise ImportError(
-        "irqlab's Rust core (irqlab._core) is not built; run `make setup` "
-        f"(or `maturin develop --release`) first ({e})"
+        f"irqlab's Rust core (irqlab._core) is not built; run `make setup` (or `maturin develop --release`) first ({e})"
     ) from e
 
 __version__: str = _core.__version__

@@ -131,7 +131,9 @@ def set_from(specs: Sequence[str] | None) -> list[str]:
         src, sep, key = spec.rpartition("=")
         path, sep2, metric = src.rpartition(":")
         if not (sep and sep2 and path and metric and key):
-            raise UserError(f"--set-from {spec!r}: expected FILE:METRIC=KEY.PATH, like syscall.json:ns_per_call=task.0.body")
+            raise UserError(
+                f"--set-from {spec!r}: expected FILE:METRIC=KEY.PATH, like syscall.json:ns_per_call=task.0.body"
+            )
         try:
             doc = json.loads(Path(path).read_text(encoding="utf-8"))
         except OSError as e:

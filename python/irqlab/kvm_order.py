@@ -77,8 +77,13 @@ def evaluate(text: str, origin: str, overrides: Sequence[str], order: Sequence[s
     metrics, hist = m["metrics"], m["histograms"].get("pmi_latency", {})
     secs = metrics["sim_s"]
     causes = {k: v / secs for k, v in metrics.items() if k.startswith("cancels.")}
-    return Evaluated(list(order), metrics["cancels_per_s"], metrics["guest_time_lost_ns_per_s"],
-                     hist.get("mean") if hist.get("count") else None, causes)
+    return Evaluated(
+        list(order),
+        metrics["cancels_per_s"],
+        metrics["guest_time_lost_ns_per_s"],
+        hist.get("mean") if hist.get("count") else None,
+        causes,
+    )
 
 
 def _candidates(base: list[str], chosen: list[str]) -> list[list[str]]:

@@ -122,13 +122,31 @@ def render(rows: Sequence[dict[str, Any]], runs: Sequence[FigureRun], version: s
         f"{passed} of {len(rows)} figure(s) within tolerance</p>",
     ]
     if not rows:
-        out.append("<p><strong>No figures to reproduce:</strong> no figure scenario with "
-                   "<code>[[expect]]</code> entries was found.</p>")
+        out.append(
+            "<p><strong>No figures to reproduce:</strong> no figure scenario with "
+            "<code>[[expect]]</code> entries was found.</p>"
+        )
     else:
         out.append("<h2>Figures</h2><table><tr>")
-        heads = ["figure", "scenario", "metric", "published", "simulated", "unit", "error", "tolerance", "verdict", "source"]
-        out.append("".join(f'<th class="l">{h}</th>' if h in ("figure", "scenario", "metric", "source") else f"<th>{h}</th>"
-                           for h in heads) + "</tr>")
+        heads = [
+            "figure",
+            "scenario",
+            "metric",
+            "published",
+            "simulated",
+            "unit",
+            "error",
+            "tolerance",
+            "verdict",
+            "source",
+        ]
+        out.append(
+            "".join(
+                f'<th class="l">{h}</th>' if h in ("figure", "scenario", "metric", "source") else f"<th>{h}</th>"
+                for h in heads
+            )
+            + "</tr>"
+        )
         for r in rows:
             ok = r["within_tolerance"]
             err = "n/a" if r["error"] is None else f"{r['error']:+.2%}"

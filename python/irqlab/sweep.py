@@ -93,9 +93,7 @@ def parse_grid(specs: Sequence[str] | None) -> list[tuple[str, list[str]]]:
     return axes
 
 
-def plan(
-    text: str, origin: str, axes: list[tuple[str, list[str]]], sets: list[str], seed: int | None
-) -> Sweep:
+def plan(text: str, origin: str, axes: list[tuple[str, list[str]]], sets: list[str], seed: int | None) -> Sweep:
     """Expand the grid and validate every point before anything runs, so a typo
     in the last value does not surface after an hour of sweeping."""
     if seed is not None and any(k == "seed" for k, _ in axes):
@@ -159,8 +157,11 @@ def _run_dask(jobs: list[Job], workers: int, address: str | None, advance: Advan
         else:
             # Threads are enough locally: the core releases the GIL while it runs.
             cluster = LocalCluster(
-                n_workers=1, threads_per_worker=workers, processes=False,
-                dashboard_address=None, silence_logs=logging.ERROR,
+                n_workers=1,
+                threads_per_worker=workers,
+                processes=False,
+                dashboard_address=None,
+                silence_logs=logging.ERROR,
             )
             client = Client(cluster)
     except OSError as e:
@@ -204,9 +205,7 @@ def _run_ray(jobs: list[Job], workers: int, address: str | None, advance: Advanc
         ray.shutdown()
 
 
-def execute(
-    sweep: Sweep, backend: str, workers: int, address: str | None, advance: Advance
-) -> list[dict[str, Any]]:
+def execute(sweep: Sweep, backend: str, workers: int, address: str | None, advance: Advance) -> list[dict[str, Any]]:
     """Run every point; results come back in grid order whatever the completion order."""
     jobs: list[Job] = [(sweep.text, sweep.origin, p.overrides, p.seed) for p in sweep.points]
     if backend == "local":

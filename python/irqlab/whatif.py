@@ -96,12 +96,16 @@ def profile_scenario(base: Base, p: Profile, cpus: int, masking: str) -> str:
     ids = ", ".join(str(c) for c in range(cpus))
     src = ""
     if p.irqs_per_s > 0:
-        src = (f'[[source]]\nname = "dev"\ncount = {cpus}\nrate = {p.irqs_per_s}\ncpus = [{ids}]\n'
-               f'handler = "{p.irq_handler_ns}ns"\n')
-    return (f'name = "whatif-{masking}-{cpus}"\nduration = "22ms"\nwarmup = "2ms"\n'
-            f"[platform]\ncpus = {cpus}\n[cpu]\n{_cpu_section(base, masking)}\n"
-            f'[[task]]\nname = "loop"\ncount = {cpus}\ncpus = [{ids}]\nwork = "{work_ns:.3f}ns"\n'
-            f'exception = "syscall"\nbody = "{base.body_ns}ns"\n{src}')
+        src = (
+            f'[[source]]\nname = "dev"\ncount = {cpus}\nrate = {p.irqs_per_s}\ncpus = [{ids}]\n'
+            f'handler = "{p.irq_handler_ns}ns"\n'
+        )
+    return (
+        f'name = "whatif-{masking}-{cpus}"\nduration = "22ms"\nwarmup = "2ms"\n'
+        f"[platform]\ncpus = {cpus}\n[cpu]\n{_cpu_section(base, masking)}\n"
+        f'[[task]]\nname = "loop"\ncount = {cpus}\ncpus = [{ids}]\nwork = "{work_ns:.3f}ns"\n'
+        f'exception = "syscall"\nbody = "{base.body_ns}ns"\n{src}'
+    )
 
 
 def throughput(base: Base, p: Profile, cpu_counts: Sequence[int], seed: int) -> list[dict[str, Any]]:
@@ -109,50 +113,73 @@ def throughput(base: Base, p: Profile, cpu_counts: Sequence[int], seed: int) -> 
     for n in cpu_counts:
         daif = _run(profile_scenario(base, p, n, "daif"), seed)["metrics"]
         pmr = _run(profile_scenario(base, p, n, "pmr"), seed)["metrics"]
-        rows.append({
-            "cpus": n,
-            "daif_ops_per_s": daif["ops_per_s"],
-            "pmr_ops_per_s": pmr["ops_per_s"],
-            "throughput_ratio": pmr["ops_per_s"] / daif["ops_per_s"],
-            "tax_ns_per_exception": pmr["task.loop.pmr_tax_ns_per_op"],
-        })
+        rows.append(
+            {
+                "cpus": n,
+                "daif_ops_per_s": daif["ops_per_s"],
+                "pmr_ops_per_s": pmr["ops_per_s"],
+                "throughput_ratio": pmr["ops_per_s"] / daif["ops_per_s"],
+                "tax_ns_per_exception": pmr["task.loop.pmr_tax_ns_per_op"],
+            }
+        )
     return rows
 
 
-def wedge_scenario(base: Base, masking: str, wedge_with: str, mechanism: str, wedge_ns: float,
-                   sdei_dispatch_ns: float, sdei_signal_ns: float, handler_ns: float) -> str:
+def wedge_scenario(
+    base: Base,
+    masking: str,
+    wedge_with: str,
+    mechanism: str,
+    wedge_ns: float,
+    sdei_dispatch_ns: float,
+    sdei_signal_ns: float,
+    handler_ns: float,
+) -> str:
     # The wedged CPU spins twice as long as the requester waits, so "not reached" is unambiguous.
-    return (f'name = "wedge"\nduration = "{3 * wedge_ns + 1e6}ns"\n[platform]\ncpus = 2\n'
-            f"[cpu]\n{_cpu_section(base, masking)}\n"
-            f'[cpu.sdei]\nsignal = "{sdei_signal_ns}ns"\ndispatch = "{sdei_dispatch_ns}ns"\n'
-            f'[[task]]\nname = "wedged"\ncpus = [1]\nwork = "1us"\nexception = "syscall"\n'
-            f'body = "{4 * wedge_ns}ns"\nirqs_off = "{4 * wedge_ns}ns"\nirqs_off_with = "{wedge_with}"\n'
-            f'[[crosscall]]\nname = "bt"\nat = "1ms"\ntargets = [1]\nmechanisms = ["{mechanism}"]\n'
-            f'handler = "{handler_ns}ns"\n')
+    return (
+        f'name = "wedge"\nduration = "{3 * wedge_ns + 1e6}ns"\n[platform]\ncpus = 2\n'
+        f"[cpu]\n{_cpu_section(base, masking)}\n"
+        f'[cpu.sdei]\nsignal = "{sdei_signal_ns}ns"\ndispatch = "{sdei_dispatch_ns}ns"\n'
+        f'[[task]]\nname = "wedged"\ncpus = [1]\nwork = "1us"\nexception = "syscall"\n'
+        f'body = "{4 * wedge_ns}ns"\nirqs_off = "{4 * wedge_ns}ns"\nirqs_off_with = "{wedge_with}"\n'
+        f'[[crosscall]]\nname = "bt"\nat = "1ms"\ntargets = [1]\nmechanisms = ["{mechanism}"]\n'
+        f'handler = "{handler_ns}ns"\n'
+    )
 
 
-def reachability(base: Base, wedge_ns: float, sdei_dispatch_ns: Sequence[float], sdei_signal_ns: float,
-                 handler_ns: float, tax_ratio: float | None, seed: int) -> list[dict[str, Any]]:
+def reachability(
+    base: Base,
+    wedge_ns: float,
+    sdei_dispatch_ns: Sequence[float],
+    sdei_signal_ns: float,
+    handler_ns: float,
+    tax_ratio: float | None,
+    seed: int,
+) -> list[dict[str, Any]]:
     """Who reaches a CPU wedged by `local_irq_disable()` (under pseudo-NMI: PMR)
     or by code that sets DAIF.I itself, within `wedge_ns`."""
     rows = []
     for wedge, with_ in (("local_irq_disable", "pmr"), ("daif", "daif")):
         for mech in MECHANISMS:
-            for disp in (sdei_dispatch_ns if mech == "sdei" else [0.0]):
+            for disp in sdei_dispatch_ns if mech == "sdei" else [0.0]:
                 # Pseudo-NMI needs a pseudo-NMI kernel; the other mechanisms are asked of a DAIF kernel.
                 kernel = "pmr" if mech == "pseudo-nmi" else "daif"
                 w = with_ if kernel == "pmr" else "daif"
                 m = _run(wedge_scenario(base, kernel, w, mech, wedge_ns, disp, sdei_signal_ns, handler_ns), seed)
                 m = m["metrics"]
                 reached = m["crosscall.bt.reached"] == 1.0
-                rows.append({
-                    "wedge": wedge,
-                    "mechanism": mech,
-                    "sdei_dispatch_ns": disp if mech == "sdei" else None,
-                    "reached": reached,
-                    "latency_us": m["crosscall.bt.time_to_all_ns"] / 1e3 if reached else None,
-                    "steady_state_throughput_cost": (1 - tax_ratio) if (mech == "pseudo-nmi" and tax_ratio) else 0.0,
-                })
+                rows.append(
+                    {
+                        "wedge": wedge,
+                        "mechanism": mech,
+                        "sdei_dispatch_ns": disp if mech == "sdei" else None,
+                        "reached": reached,
+                        "latency_us": m["crosscall.bt.time_to_all_ns"] / 1e3 if reached else None,
+                        "steady_state_throughput_cost": (1 - tax_ratio)
+                        if (mech == "pseudo-nmi" and tax_ratio)
+                        else 0.0,
+                    }
+                )
     return rows
 
 

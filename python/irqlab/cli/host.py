@@ -131,7 +131,7 @@ def monitor(
         return t
 
     live = json_out is None and out.is_terminal
-    with (Live(console=out, auto_refresh=False) if live else contextlib.nullcontext()) as lv:
+    with Live(console=out, auto_refresh=False) if live else contextlib.nullcontext() as lv:
         for t, r in hmon.samples(interval, count):
             keep("interrupts_per_s", t, r["total"])
             for i, (x, h) in enumerate(zip(r["per_cpu"], r["hardirq_share"])):

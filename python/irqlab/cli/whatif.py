@@ -40,7 +40,9 @@ def whatif(
     sdei_dispatch_ns: Annotated[
         str, typer.Option(help="SDEI firmware entry + dispatch costs to try (an assumption).")
     ] = "1000,10000,100000",
-    sdei_signal_ns: Annotated[float, typer.Option(help="SDEI_EVENT_SIGNAL SMC on the requester (an assumption).")] = 2000,
+    sdei_signal_ns: Annotated[
+        float, typer.Option(help="SDEI_EVENT_SIGNAL SMC on the requester (an assumption).")
+    ] = 2000,
     seed: SeedOpt = None,
     json_out: Annotated[Path | None, typer.Option("--json", help="Write both tables as JSON ('-' = stdout).")] = None,
 ) -> None:

@@ -9,10 +9,29 @@ from typing import Any
 
 # Boot options that change how interrupts are masked, routed or remapped.
 INTERRUPT_BOOT_OPTIONS = (
-    "irqchip.gicv3_pseudo_nmi", "pseudo_nmi", "intremap", "intel_iommu", "amd_iommu", "iommu",
-    "iommu.passthrough", "iommu.strict", "irqaffinity", "isolcpus", "nohz_full", "nohz", "threadirqs",
-    "nmi_watchdog", "hardlockup_all_cpu_backtrace", "noapic", "nox2apic", "x2apic_phys", "idle",
-    "processor.max_cstate", "intel_idle.max_cstate", "mitigations", "kvm.halt_poll_ns",
+    "irqchip.gicv3_pseudo_nmi",
+    "pseudo_nmi",
+    "intremap",
+    "intel_iommu",
+    "amd_iommu",
+    "iommu",
+    "iommu.passthrough",
+    "iommu.strict",
+    "irqaffinity",
+    "isolcpus",
+    "nohz_full",
+    "nohz",
+    "threadirqs",
+    "nmi_watchdog",
+    "hardlockup_all_cpu_backtrace",
+    "noapic",
+    "nox2apic",
+    "x2apic_phys",
+    "idle",
+    "processor.max_cstate",
+    "intel_idle.max_cstate",
+    "mitigations",
+    "kvm.halt_poll_ns",
 )
 
 

@@ -38,9 +38,14 @@ def syscall(calls: int = 1_000_000, runs: int = 5, advance: Callable[[], None] |
         per_run.append(_core.host_gettid_ns(calls))
         if advance:
             advance()
-    metrics = {"ns_per_call": statistics.median(per_run), "ns_per_call_min": min(per_run), "ns_per_call_max": max(per_run)}
-    return _doc("syscall", metrics, {"ns_per_call": {"t": list(range(runs)), "v": per_run}},
-                {"calls": calls, "runs": runs})
+    metrics = {
+        "ns_per_call": statistics.median(per_run),
+        "ns_per_call_min": min(per_run),
+        "ns_per_call_max": max(per_run),
+    }
+    return _doc(
+        "syscall", metrics, {"ns_per_call": {"t": list(range(runs)), "v": per_run}}, {"calls": calls, "runs": runs}
+    )
 
 
 def _pin(i: int) -> None:
@@ -64,14 +69,23 @@ def _worker(kind: str, i: int, barrier: Any, q: Any, warmup: float, interval: fl
         q.put((i, [], f"{type(e).__name__}: {e}", []))
 
 
-def per_task(kind: str, tasks: int, warmup: float, interval: float, intervals: int, mb: int = 128,
-             advance: Callable[[], None] | None = None) -> dict[str, Any]:
+def per_task(
+    kind: str,
+    tasks: int,
+    warmup: float,
+    interval: float,
+    intervals: int,
+    mb: int = 128,
+    advance: Callable[[], None] | None = None,
+) -> dict[str, Any]:
     """N forked processes, one per CPU (round-robin past the CPU count), all
     starting together; counts per fixed interval after a warm-up."""
     ctx = mp.get_context("fork")
     barrier, q = ctx.Barrier(tasks), ctx.Queue()
-    procs = [ctx.Process(target=_worker, args=(kind, i, barrier, q, warmup, interval, intervals, mb), daemon=True)
-             for i in range(tasks)]
+    procs = [
+        ctx.Process(target=_worker, args=(kind, i, barrier, q, warmup, interval, intervals, mb), daemon=True)
+        for i in range(tasks)
+    ]
     for p in procs:
         p.start()
     counts: dict[int, list[int]] = {}
@@ -98,7 +112,16 @@ def per_task(kind: str, tasks: int, warmup: float, interval: float, intervals: i
     metrics[f"{name}_per_task_min"] = min(per_task_rates)
     metrics[f"{name}_per_task_max"] = max(per_task_rates)
     series = {name: {"t": [interval * (k + 1) for k in range(intervals)], "v": totals}}
-    return _doc(kind, metrics, series,
-                {"tasks": tasks, "warmup_s": warmup, "interval_s": interval, "intervals": intervals,
-                 "task_cpus": [pinned[i] for i in range(tasks)],
-                 **({"mb": mb} if kind == "pagefault" else {})})
+    return _doc(
+        kind,
+        metrics,
+        series,
+        {
+            "tasks": tasks,
+            "warmup_s": warmup,
+            "interval_s": interval,
+            "intervals": intervals,
+            "task_cpus": [pinned[i] for i in range(tasks)],
+            **({"mb": mb} if kind == "pagefault" else {}),
+        },
+    )

@@ -35,7 +35,7 @@ def read_interrupts(text: str) -> dict[str, list[int]]:
             counts.append(int(p))
         if not counts:
             continue
-        desc = " ".join(parts[len(counts):])
+        desc = " ".join(parts[len(counts) :])
         key = key.strip()
         # Device IRQs are named by their action (the last word); per-CPU vectors by their mnemonic.
         name = f"{key} {desc.split()[-1]}" if key.isdigit() and desc else key

@@ -43,7 +43,9 @@ def _mount_if_needed() -> bool:
         subprocess.run(["mount", "-t", "tracefs", "nodev", str(TRACEFS)], check=True, capture_output=True, text=True)
     except (OSError, subprocess.CalledProcessError) as e:
         detail = getattr(e, "stderr", "") or str(e)
-        raise UserError(f"record: tracefs is not mounted at {TRACEFS} and mounting it failed ({detail.strip()})") from None
+        raise UserError(
+            f"record: tracefs is not mounted at {TRACEFS} and mounting it failed ({detail.strip()})"
+        ) from None
     if not (TRACEFS / "instances").is_dir():
         raise UserError(f"record: {TRACEFS} has no instances/ directory: this kernel's tracefs is too old or disabled")
     return True
@@ -156,10 +158,17 @@ def to_table(text: str, snaps: dict[str, Any], duration: float) -> Any:
                 name = name or start[1]
         for k, v in zip(cols, (t, cpu, irq, name, event, kind, dur)):
             cols[k].append(v)
-    schema = pa.schema([
-        ("time", pa.int64()), ("cpu", pa.int32()), ("irq", pa.int32()), ("name", pa.string()),
-        ("event", pa.string()), ("kind", pa.string()), ("duration", pa.int64()),
-    ])
+    schema = pa.schema(
+        [
+            ("time", pa.int64()),
+            ("cpu", pa.int32()),
+            ("irq", pa.int32()),
+            ("name", pa.string()),
+            ("event", pa.string()),
+            ("kind", pa.string()),
+            ("duration", pa.int64()),
+        ]
+    )
     meta = {
         SCHEMA_TAG: b"1",
         b"irqlab.version": _core.__version__.encode(),

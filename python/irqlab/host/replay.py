@@ -44,8 +44,9 @@ def arrivals(table: Any, keys: Sequence[str]) -> tuple[dict[str, list[int]], lis
     t0 = min(times)
     out: dict[str, list[int]] = {k: [] for k in keys}
     seen: dict[str, int] = {}
-    for t, irq, name, ev in zip(times, table.column("irq").to_pylist(), table.column("name").to_pylist(),
-                                table.column("event").to_pylist()):
+    for t, irq, name, ev in zip(
+        times, table.column("irq").to_pylist(), table.column("name").to_pylist(), table.column("event").to_pylist()
+    ):
         if ev != "entry":
             continue
         seen[name] = seen.get(name, 0) + 1
@@ -58,7 +59,9 @@ def arrivals(table: Any, keys: Sequence[str]) -> tuple[dict[str, list[int]], lis
     return {k: v for k, v in out.items() if v}, busiest
 
 
-def replay(trace: Path, text: str, origin: str, overrides: Sequence[str], seed: int | None) -> tuple[dict[str, Any], list[str]]:
+def replay(
+    trace: Path, text: str, origin: str, overrides: Sequence[str], seed: int | None
+) -> tuple[dict[str, Any], list[str]]:
     table = read_trace(trace)
     try:
         scen = json.loads(_core.load(text, origin, list(overrides)))
@@ -66,7 +69,7 @@ def replay(trace: Path, text: str, origin: str, overrides: Sequence[str], seed: 
         raise UserError(one_line(str(e))) from None
     keys = [s["replay"] for s in scen.get("source", []) if s.get("replay")]
     if not keys:
-        raise UserError(f"{origin}: no [[source]] has replay = \"IRQ name or number\": nothing to replay")
+        raise UserError(f'{origin}: no [[source]] has replay = "IRQ name or number": nothing to replay')
     got, busiest = arrivals(table, keys)
     if not got:
         raise UserError(
