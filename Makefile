@@ -23,7 +23,11 @@ $(VENV)/.deps-installed: $(LOCKS)
 reproduce: setup
 	$(BIN)/irqlab reproduce
 
+# The Python lint, format and type checks first: they take seconds and fail fast.
 test: setup
+	$(BIN)/ruff check python tests
+	$(BIN)/ruff format --check python tests
+	$(BIN)/mypy python/irqlab
 	cargo fmt --all -- --check
 	cargo clippy --workspace --release --all-targets -- -D warnings
 	cargo test --workspace --release
