@@ -44,7 +44,7 @@ def test_syscall_cost_is_plausible_and_stable(tmp_path: Path) -> None:
     else:
         raise AssertionError(f"gettid cost unstable: {x} ns then {ys}")
     assert a["host"]["kernel"] and a["host"]["cores"] >= 1 and "boot_options" in a["host"]
-    assert set(a) >= {"scenario", "seed", "version", "metrics", "histograms", "series"}
+    assert set(a) >= {"scenario", "seed", "version", "metrics", "histograms", "series", "tables"}
 
 
 def test_sched_yield_runs_one_task_per_cpu(tmp_path: Path) -> None:

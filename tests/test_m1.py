@@ -21,9 +21,9 @@ def test_m1_figures_pass(tmp_path: Path) -> None:
     assert_ok(p)
     rows = json.loads((tmp_path / "figures.json").read_text())["figures"]
     assert len(rows) == 4 and all(r["within_tolerance"] for r in rows)
-    pmr = next(r for r in rows if r["name"] == "sched_yield pmr")
-    # The prediction is not an exact hit: nothing was fitted on it.
-    assert pmr["simulated"] != pmr["published"]
+    by_name = {r["name"]: r for r in rows}
+    # Pseudo-NMI costs sched_yield throughput (its PMR writes on every pass).
+    assert by_name["sched_yield pmr"]["simulated"] < 0.9 * by_name["sched_yield daif"]["simulated"]
 
 
 def test_pseudo_nmi_tax_follows_exception_density() -> None:

@@ -4,6 +4,7 @@ one-line ScenarioError — never a panic or any other exception."""
 from __future__ import annotations
 
 import json
+import math
 
 import pytest
 from hypothesis import HealthCheck, given, settings
@@ -65,7 +66,10 @@ def test_random_overrides_give_a_result_or_a_scenario_error(sets):
         return
     result = json.loads(raw)
     assert trace is None
-    assert result["metrics"]["events"] >= 0
+    for k, v in result["metrics"].items():
+        assert math.isfinite(v), (k, v, overrides)
+        if k.endswith("_share"):
+            assert -1e-9 <= v <= 1 + 1e-9, (k, v, overrides)
 
 
 def test_a_key_with_a_newline_still_gives_a_one_line_message():

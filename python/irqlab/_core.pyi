@@ -15,6 +15,8 @@ __all__ = [
     "kvm_requests",
     "load",
     "load_scenario",
+    "parse_rate",
+    "parse_time_ps",
     "run",
     "run_replay",
     "schema",
@@ -26,7 +28,7 @@ class ScenarioError(ValueError):
     """A scenario, override or option is invalid; the message is one line."""
 
 def load_scenario(text: str, origin: str, overrides: list[str] = ...) -> str:
-    """Validate a scenario; returns it normalized, as JSON."""
+    """Validate a scenario (TOML text, or a JSON object when `origin` ends in .json); returns it normalized, as JSON."""
 
 def load(text: str, origin: str, overrides: list[str] = ...) -> str:
     """`load_scenario` under its short name."""
@@ -55,3 +57,9 @@ def host_sched_yield_ops(seconds: float) -> int:
 
 def host_page_faults(seconds: float, bytes: int) -> int:
     """Pages faulted in during `seconds` of page_fault1 over `bytes`."""
+
+def parse_time_ps(text: str) -> int:
+    """A time as scenarios write it ("300ns", "1.5us"), in picoseconds; ScenarioError if it is not one."""
+
+def parse_rate(text: str) -> float:
+    """A rate as scenarios write it ("1M/s", "200k"), per second; ScenarioError if it is not one."""

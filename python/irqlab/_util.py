@@ -111,15 +111,12 @@ def progress(label: str, total: int) -> Iterator[Callable[[], None]]:
         yield lambda: bar.advance(task)
 
 
-_UNITS_NS = {"ps": 1e-3, "ns": 1.0, "us": 1e3, "ms": 1e6, "s": 1.0e9}
-
-
 def time_ns(t: str) -> float:
-    """A time as the core normalizes it ("40ns", "1500ps", "0s"), in ns."""
-    for unit in ("ps", "ns", "us", "ms", "s"):
-        if t.endswith(unit):
-            return float(t[: -len(unit)]) * _UNITS_NS[unit]
-    raise ValueError(f"not a normalized time: {t!r}")
+    """A time as scenarios write it ("40ns", "1500ps", "0s"), in ns: parsed by the
+    core's own parser, so Python and Rust never disagree on a unit."""
+    from . import _core
+
+    return _core.parse_time_ps(t) / 1e3
 
 
 def set_from(specs: Sequence[str] | None) -> list[str]:

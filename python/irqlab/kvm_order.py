@@ -24,20 +24,33 @@ DEFAULT_REQUESTS = ("SMI", "NMI", "PMU", "PMI")
 
 
 @dataclass
+class Cause:
+    """One row of the run's `cancel_causes` table: `request`'s cancels per second,
+    raised by servicing another request (`kind` "raised_by") or by a source."""
+
+    request: str
+    kind: str
+    cause: str
+    per_s: float
+
+    def key(self) -> str:
+        return f"cancels.{self.request}.{self.kind}.{self.cause}"
+
+
+@dataclass
 class Evaluated:
     order: list[str]
     cancels_per_s: float
     lost_ns_per_s: float
     pmi_latency_mean_ns: float | None
-    causes: dict[str, float]
+    causes: list[Cause]
 
     def explain(self) -> list[str]:
         """Each remaining cause of cancels in words, most frequent first."""
         out = []
-        for key, per_s in sorted(self.causes.items(), key=lambda kv: -kv[1]):
-            parts = key.split(".")  # cancels.REQ.raised_by.X / cancels.REQ.source.Y
-            req, how, what = parts[1], parts[2], parts[3]
-            if how == "raised_by":
+        for c in sorted(self.causes, key=lambda c: -c.per_s):
+            req, what, per_s = c.request, c.cause, c.per_s
+            if c.kind == "raised_by":
                 out.append(f"servicing {what} raises {req} after {req}'s check: {per_s:,.1f}/s")
             elif req == "EVENT":
                 out.append(f"a {what} interrupt (EVENT) arrives after injection, interrupts off: {per_s:,.1f}/s")
@@ -51,7 +64,7 @@ class Evaluated:
             "cancels_per_s": self.cancels_per_s,
             "guest_time_lost_ns_per_s": self.lost_ns_per_s,
             "pmi_latency_mean_ns": self.pmi_latency_mean_ns,
-            "causes_per_s": self.causes,
+            "causes_per_s": {c.key(): c.per_s for c in self.causes},
             "explanation": self.explain(),
         }
 
@@ -75,8 +88,14 @@ def evaluate(text: str, origin: str, overrides: Sequence[str], order: Sequence[s
         raise UserError(one_line(str(e))) from None
     m = json.loads(raw)
     metrics, hist = m["metrics"], m["histograms"].get("pmi_latency", {})
-    secs = metrics["sim_s"]
-    causes = {k: v / secs for k, v in metrics.items() if k.startswith("cancels.")}
+    table = m["tables"]["cancel_causes"]
+    causes = [
+        Cause(
+            **{k: row[table["columns"].index(k)] for k in ("request", "kind", "cause")},
+            per_s=row[table["columns"].index("cancels_per_s")],
+        )
+        for row in table["rows"]
+    ]
     return Evaluated(
         list(order),
         metrics["cancels_per_s"],

@@ -58,30 +58,28 @@ class Base:
         return time_ns(self.cpu["irq_entry"]) + handler_ns + time_ns(self.cpu["irq_exit"])
 
 
-def _cpu_section(base: Base, masking: str) -> str:
-    lines = [f'masking = "{masking}"']
+def _cpu_section(base: Base, masking: str) -> dict[str, Any]:
+    cpu: dict[str, Any] = {"masking": masking}
     for k in ("exception_entry", "exception_exit", "irq_entry", "irq_exit"):
-        lines.append(f'{k} = "{base.cpu[k]}"')
+        cpu[k] = base.cpu[k]
     if base.cpu.get("ghz") is not None:
-        lines.append(f"ghz = {base.cpu['ghz']}")
+        cpu["ghz"] = base.cpu["ghz"]
     pmr = base.cpu.get("pmr", {})
-    lines.append("[cpu.pmr]")
-    lines.append(f'access = "{pmr.get("access", "0s")}"')
-    lines.append(f'dsb = "{pmr.get("dsb", "0s")}"')
-    lines.append(f"pmhe = {str(pmr.get('pmhe', False)).lower()}")
-    return "\n".join(lines)
+    cpu["pmr"] = {"access": pmr.get("access", "0s"), "dsb": pmr.get("dsb", "0s"), "pmhe": bool(pmr.get("pmhe", False))}
+    return cpu
 
 
-def _run(text: str, seed: int) -> dict[str, Any]:
+def _run(scenario: dict[str, Any], seed: int) -> dict[str, Any]:
+    """Runs a scenario built as data (the binding takes it as JSON, like a TOML file)."""
     try:
-        raw, _ = _core.run(text, "whatif", [], seed, False)
+        raw, _ = _core.run(json.dumps(scenario), "whatif.json", [], seed, False)
     except _core.ScenarioError as e:
         raise UserError(one_line(str(e))) from None
     result: dict[str, Any] = json.loads(raw)
     return result
 
 
-def profile_scenario(base: Base, p: Profile, cpus: int, masking: str) -> str:
+def profile_scenario(base: Base, p: Profile, cpus: int, masking: str) -> dict[str, Any]:
     exc_ns = base.exception_ns()
     busy = p.exceptions_per_s * exc_ns + p.irqs_per_s * base.irq_ns(p.irq_handler_ns)
     if p.exceptions_per_s <= 0:
@@ -93,19 +91,29 @@ def profile_scenario(base: Base, p: Profile, cpus: int, masking: str) -> str:
             "expected less than 100%"
         )
     work_ns = (1e9 - busy) / p.exceptions_per_s
-    ids = ", ".join(str(c) for c in range(cpus))
-    src = ""
+    ids = list(range(cpus))
+    scenario: dict[str, Any] = {
+        "name": f"whatif-{masking}-{cpus}",
+        "duration": "22ms",
+        "warmup": "2ms",
+        "platform": {"cpus": cpus},
+        "cpu": _cpu_section(base, masking),
+        "task": [
+            {
+                "name": "loop",
+                "count": cpus,
+                "cpus": ids,
+                "work": f"{work_ns:.3f}ns",
+                "exception": "syscall",
+                "body": f"{base.body_ns}ns",
+            }
+        ],
+    }
     if p.irqs_per_s > 0:
-        src = (
-            f'[[source]]\nname = "dev"\ncount = {cpus}\nrate = {p.irqs_per_s}\ncpus = [{ids}]\n'
-            f'handler = "{p.irq_handler_ns}ns"\n'
-        )
-    return (
-        f'name = "whatif-{masking}-{cpus}"\nduration = "22ms"\nwarmup = "2ms"\n'
-        f"[platform]\ncpus = {cpus}\n[cpu]\n{_cpu_section(base, masking)}\n"
-        f'[[task]]\nname = "loop"\ncount = {cpus}\ncpus = [{ids}]\nwork = "{work_ns:.3f}ns"\n'
-        f'exception = "syscall"\nbody = "{base.body_ns}ns"\n{src}'
-    )
+        scenario["source"] = [
+            {"name": "dev", "count": cpus, "rate": p.irqs_per_s, "cpus": ids, "handler": f"{p.irq_handler_ns}ns"}
+        ]
+    return scenario
 
 
 def throughput(base: Base, p: Profile, cpu_counts: Sequence[int], seed: int) -> list[dict[str, Any]]:
@@ -134,17 +142,30 @@ def wedge_scenario(
     sdei_dispatch_ns: float,
     sdei_signal_ns: float,
     handler_ns: float,
-) -> str:
+) -> dict[str, Any]:
     # The wedged CPU spins twice as long as the requester waits, so "not reached" is unambiguous.
-    return (
-        f'name = "wedge"\nduration = "{3 * wedge_ns + 1e6}ns"\n[platform]\ncpus = 2\n'
-        f"[cpu]\n{_cpu_section(base, masking)}\n"
-        f'[cpu.sdei]\nsignal = "{sdei_signal_ns}ns"\ndispatch = "{sdei_dispatch_ns}ns"\n'
-        f'[[task]]\nname = "wedged"\ncpus = [1]\nwork = "1us"\nexception = "syscall"\n'
-        f'body = "{4 * wedge_ns}ns"\nirqs_off = "{4 * wedge_ns}ns"\nirqs_off_with = "{wedge_with}"\n'
-        f'[[crosscall]]\nname = "bt"\nat = "1ms"\ntargets = [1]\nmechanisms = ["{mechanism}"]\n'
-        f'handler = "{handler_ns}ns"\n'
-    )
+    cpu = _cpu_section(base, masking)
+    cpu["sdei"] = {"signal": f"{sdei_signal_ns}ns", "dispatch": f"{sdei_dispatch_ns}ns"}
+    return {
+        "name": "wedge",
+        "duration": f"{3 * wedge_ns + 1e6}ns",
+        "platform": {"cpus": 2},
+        "cpu": cpu,
+        "task": [
+            {
+                "name": "wedged",
+                "cpus": [1],
+                "work": "1us",
+                "exception": "syscall",
+                "body": f"{4 * wedge_ns}ns",
+                "irqs_off": f"{4 * wedge_ns}ns",
+                "irqs_off_with": wedge_with,
+            }
+        ],
+        "crosscall": [
+            {"name": "bt", "at": "1ms", "targets": [1], "mechanisms": [mechanism], "handler": f"{handler_ns}ns"}
+        ],
+    }
 
 
 def reachability(

@@ -11,6 +11,7 @@ import typer
 
 from .. import SCENARIOS_DIR, _core
 from .._util import UserError, check_overrides, read_scenario, time_ns
+from ..result import document
 from . import JsonOpt, SetOpt, app, user_errors
 from .render import emit
 
@@ -49,14 +50,7 @@ def bench(
         # Warm-up included: it is simulated too.
         "sim_s_per_wall_s": _duration_s(text, origin, overrides) / wall,
     }
-    doc = {
-        "scenario": res["scenario"],
-        "seed": res["seed"],
-        "version": res["version"],
-        "metrics": metrics,
-        "histograms": {},
-        "series": {},
-    }
+    doc = document(res["scenario"], res["seed"], metrics)
     emit(doc, json_out)
 
 

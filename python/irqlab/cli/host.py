@@ -9,8 +9,8 @@ from typing import Annotated, Any
 import typer
 from rich.table import Table
 
-from .. import _core
 from .._util import UserError, check_overrides, progress, read_scenario, set_from
+from ..result import document
 from . import JsonOpt, SeedOpt, SetFromOpt, SetOpt, app, check_seed, user_errors
 from .render import emit, err, out, print_result, to_stdout, write_json
 
@@ -155,15 +155,7 @@ def monitor(
             for k in series
             if not k.startswith("source.")
         }
-        doc = {
-            "scenario": "monitor",
-            "seed": None,
-            "version": _core.__version__,
-            "metrics": metrics,
-            "histograms": {},
-            "series": series,
-            "host": host_info(),
-        }
+        doc = document("monitor", None, metrics, series=series, host=host_info())
         write_json(json_out, doc)
 
 

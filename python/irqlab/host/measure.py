@@ -11,22 +11,14 @@ from typing import Any
 
 from .. import _core
 from .._util import UserError
+from ..result import document
 from .info import host_info
 
 MEASUREMENTS = ("syscall", "sched_yield", "pagefault")
 
 
 def _doc(name: str, metrics: dict[str, float], series: dict[str, Any], params: dict[str, Any]) -> dict[str, Any]:
-    return {
-        "scenario": f"measure {name}",
-        "seed": None,
-        "version": _core.__version__,
-        "metrics": metrics,
-        "histograms": {},
-        "series": series,
-        "host": host_info(),
-        "params": params,
-    }
+    return document(f"measure {name}", None, metrics, series=series, host=host_info(), params=params)
 
 
 def syscall(calls: int = 1_000_000, runs: int = 5, advance: Callable[[], None] | None = None) -> dict[str, Any]:

@@ -16,13 +16,28 @@ pub fn load(text: &str, origin: &str, overrides: &[String]) -> Result<Scenario, 
 /// Like [`load`], for a scenario given as a JSON object with the same keys (a
 /// front end that builds scenarios as data rather than as TOML text).
 pub fn load_json(text: &str, origin: &str, overrides: &[String]) -> Result<Scenario, ScenarioError> {
-    let value: toml::Value = serde_json::from_str(text).map_err(|e| {
+    let mut json: serde_json::Value = serde_json::from_str(text).map_err(|e| {
         ScenarioError(format!("{origin}:{}:{}: malformed scenario JSON: {}", e.line(), e.column(), one_line(&e.to_string())))
     })?;
+    // TOML has no null: a key given as null is a key not given (its default).
+    drop_nulls(&mut json);
+    let value: toml::Value =
+        serde_json::from_value(json).map_err(|e| ScenarioError(format!("{origin}: not a scenario: {}", one_line(&e.to_string()))))?;
     if !value.is_table() {
         return Err(ScenarioError(format!("{origin}: a scenario is an object of sections, like {{\"name\": ..., \"duration\": ...}}")));
     }
     load_value(value, origin, overrides)
+}
+
+fn drop_nulls(v: &mut serde_json::Value) {
+    match v {
+        serde_json::Value::Object(m) => {
+            m.retain(|_, x| !x.is_null());
+            m.values_mut().for_each(drop_nulls);
+        }
+        serde_json::Value::Array(a) => a.iter_mut().for_each(drop_nulls),
+        _ => {}
+    }
 }
 
 fn load_value(mut value: toml::Value, origin: &str, overrides: &[String]) -> Result<Scenario, ScenarioError> {

@@ -111,6 +111,9 @@ fn a_scenario_given_as_json_loads_like_its_toml() {
     let a = load(BASE, "s.toml", &["seed=5".into()]).unwrap();
     let b = super::load_json(&json, "s.json", &["seed=5".into()]).unwrap();
     assert_eq!(serde_json::to_string(&a).unwrap(), serde_json::to_string(&b).unwrap());
+    // A null is a key not given: its default.
+    let n = super::load_json(r#"{"name": "t", "duration": "1ms", "seed": null, "trace": {"end": null}}"#, "s.json", &[]).unwrap();
+    assert_eq!(n.seed, 1);
     let e = super::load_json("[1, 2]", "s.json", &[]).unwrap_err().0;
     assert!(e.starts_with("s.json: a scenario is an object"), "{e}");
     let e = super::load_json("{\"name\": ", "s.json", &[]).unwrap_err().0;
