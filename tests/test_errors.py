@@ -101,6 +101,7 @@ def test_a_metric_missing_from_the_results_is_named(small, tmp_path):
     (figs / "f.toml").write_text(
         small.read_text()
         + '\n[[expect]]\nmetric = "no_such_metric"\npublished = 1.0\ntolerance = 0.1\nsource = "test"\n'
+        + 'kind = "prediction"\n'
     )
     report = tmp_path / "report"
     p = run_cli("reproduce", "--figures", figs, "--out", report)

@@ -6,19 +6,33 @@ from __future__ import annotations
 import base64
 import json
 import re
+from pathlib import Path
 
 import pytest
 
 import irqlab
-from helpers import assert_ok, run_cli
+from helpers import assert_ok, assert_user_error, run_cli
 
-FIELDS = {"name", "published", "simulated", "unit", "error", "tolerance", "within_tolerance", "source"}
+FIELDS = {
+    "name",
+    "kind",
+    "fitted",
+    "relative_to",
+    "published",
+    "simulated",
+    "unit",
+    "error",
+    "tolerance",
+    "within_tolerance",
+    "source",
+}
 
 
-def expect(metric: str, published: float, tolerance: float, name: str = "", unit: str = "") -> str:
+def expect(metric: str, published: float, tolerance: float, name: str = "", unit: str = "", extra: str = "") -> str:
     return (
         f'\n[[expect]]\nname = "{name}"\nmetric = "{metric}"\npublished = {published!r}\n'
         f'unit = "{unit}"\ntolerance = {tolerance}\nsource = "test: synthetic figure"\n'
+        + (extra or 'kind = "prediction"\n')
     )
 
 
@@ -44,7 +58,8 @@ def test_a_matching_figure_passes_with_a_full_report(figures, tmp_path, measured
     p = run_cli("reproduce", "--figures", figures, "--only", "good", "--out", out)
     assert_ok(p)
     doc = json.loads((out / "figures.json").read_text())
-    assert list(doc) == ["figures"]
+    assert list(doc) == ["figures", "counts"]
+    assert doc["counts"] == {"predictions": 1, "predictions_within_tolerance": 1, "fits": 0, "fits_reproduced": 0}
     [fig] = doc["figures"]
     assert set(fig) >= FIELDS
     assert fig["name"] == "good-rate" and fig["unit"] == "1/s"
@@ -84,7 +99,8 @@ def test_no_figures_writes_an_empty_report_and_warns(tmp_path):
     p = run_cli("reproduce", "--figures", empty, "--out", out)
     assert_ok(p)
     assert "warning" in p.stderr
-    assert json.loads((out / "figures.json").read_text()) == {"figures": []}
+    empty = {"predictions": 0, "predictions_within_tolerance": 0, "fits": 0, "fits_reproduced": 0}
+    assert json.loads((out / "figures.json").read_text()) == {"figures": [], "counts": empty}
     assert "No figures" in (out / "index.html").read_text()
 
 
@@ -108,3 +124,82 @@ def test_a_histogram_statistic_can_be_a_figure(tmp_path, small):
     assert_ok(run_cli("reproduce", "--figures", d, "--out", out))
     [fig] = json.loads((out / "figures.json").read_text())["figures"]
     assert fig["simulated"] == p99 and fig["error"] == 0.0 and fig["metric"] == "irq_latency.p99.9"
+
+
+@pytest.mark.parametrize(
+    "extra,needles",
+    [
+        ("", ["expect[0]", "kind"]),
+        ('kind = "fit"\n', ["expect[0].fitted", "names the parameters"]),
+        ('kind = "prediction"\nfitted = ["fabric.msi_write"]\n', ["expect[0].fitted", "nothing fitted"]),
+        ('kind = "fit"\nfitted = ["fabric.nosuch"]\n', ["expect[0].fitted[0]", "fabric.nosuch"]),
+        ('kind = "fit"\nfitted = ["source.5.rate"]\n', ["expect[0].fitted[0]", "source.5.rate"]),
+        ('kind = "fit"\nfitted = ["cpu.pmr"]\n', ["expect[0].fitted[0]", "a section"]),
+        ('kind = "guess"\n', ["expect[0].kind", "guess"]),
+    ],
+)
+def test_a_figure_says_whether_it_is_a_fit(small, tmp_path, extra: str, needles: list[str]) -> None:
+    f = tmp_path / "f.toml"
+    f.write_text(small.read_text() + expect("interrupts_per_s", 1.0, 0.1, "x", extra=extra or "\n"))
+    assert_user_error(run_cli("validate", f), *needles)
+
+
+def test_a_fit_names_parameters_that_exist(small, tmp_path) -> None:
+    f = tmp_path / "f.toml"
+    f.write_text(
+        small.read_text()
+        + expect(
+            "interrupts_per_s", 1.0, 0.1, "x", extra='kind = "fit"\nfitted = ["source.0.rate", "fabric.msi_write"]\n'
+        )
+    )
+    assert_ok(run_cli("validate", f))
+
+
+def test_a_relative_figure_is_checked_as_a_ratio(small, tmp_path, measured) -> None:
+    # Doubling every source's rate doubles the interrupt rate: the figure is the ratio.
+    d = tmp_path / "figs"
+    d.mkdir()
+    rates = irqlab.load(small)["source"]
+    doubled = [f"source.{i}.rate={2 * float(s['rate'])}" for i, s in enumerate(rates)]
+    extra = 'kind = "prediction"\nset = [' + ", ".join(f'"{x}"' for x in doubled) + "]\nrelative_to = []\n"
+    (d / "r.toml").write_text(small.read_text() + expect("interrupts_per_s", 2.0, 0.15, "doubled", extra=extra))
+    out = tmp_path / "report"
+    p = run_cli("reproduce", "--figures", d, "--out", out)
+    assert_ok(p)
+    [fig] = json.loads((out / "figures.json").read_text())["figures"]
+    assert fig["relative_to"] == [] and fig["kind"] == "prediction"
+    assert 1.7 < fig["simulated"] < 2.3 and fig["within_tolerance"]
+    assert "prediction (ratio)" in p.stdout
+    assert "1 of 1 predictions within tolerance; 0 of 0 fits reproduced" in p.stdout
+
+
+def test_bundled_figures_count_predictions_apart_from_fits(tmp_path) -> None:
+    out = tmp_path / "report"
+    p = run_cli("reproduce", "--out", out)
+    assert_ok(p)
+    doc = json.loads((out / "figures.json").read_text())
+    c = doc["counts"]
+    # 11 figures reproduce a value fitted on them (or copied from them), 4 are predictions.
+    assert (c["fits"], c["predictions"]) == (11, 4), c
+    assert c["fits_reproduced"] == 11 and c["predictions_within_tolerance"] == 4
+    assert all(f["fitted"] for f in doc["figures"] if f["kind"] == "fit")
+    assert "4 of 4 predictions within tolerance; 11 of 11 fits reproduced" in p.stdout
+    page = (out / "index.html").read_text()
+    assert "fit: fabric.msi_write, fabric.dma_write" in page
+
+
+def test_the_fitted_parameters_page_lists_every_fit() -> None:
+    import tomllib
+
+    page = (Path(__file__).resolve().parents[1] / "docs" / "fitted-parameters.md").read_text()
+    rows = [line for line in page.splitlines() if line.startswith("| `")]
+    fits = 0
+    for f in sorted((irqlab.SCENARIOS_DIR / "figures").glob("*.toml")):
+        for e in tomllib.loads(f.read_text()).get("expect", []):
+            if e["kind"] != "fit":
+                continue
+            fits += 1
+            for param in e["fitted"]:
+                # A row names the parameter, and the figure among those it was fitted on.
+                assert any(f"`{param}`" in r and e["name"] in r.split("|")[3] for r in rows), (f.name, e["name"], param)
+    assert f"**{fits} fits," in page

@@ -109,9 +109,19 @@ def series_plots(run: FigureRun) -> list[str]:
     return imgs
 
 
+def _kind(r: dict[str, Any]) -> str:
+    k = str(r["kind"])
+    if r.get("fitted"):
+        k += ": " + ", ".join(r["fitted"])
+    if r.get("relative_to") is not None:
+        k += " (ratio to [" + ", ".join(r["relative_to"]) + "])"
+    return k
+
+
 def render(rows: Sequence[dict[str, Any]], runs: Sequence[FigureRun], version: str) -> str:
     """The whole page as a string."""
-    passed = sum(r["within_tolerance"] for r in rows)
+    from .reproduce import summary
+
     out = [
         "<!DOCTYPE html>",
         '<html lang="en"><head><meta charset="utf-8">',
@@ -119,7 +129,10 @@ def render(rows: Sequence[dict[str, Any]], runs: Sequence[FigureRun], version: s
         f"<style>{CSS}</style></head><body>",
         "<h1>irqlab: published-figure reproductions</h1>",
         f'<p class="note">irqlab {escape(version)} &middot; {len(runs)} scenario(s) &middot; '
-        f"{passed} of {len(rows)} figure(s) within tolerance</p>",
+        f"{escape(summary(rows))}</p>",
+        '<p class="note">A <em>prediction</em> comes out of the mechanism with nothing tuned on it; '
+        "a <em>fit</em> only shows that a parameter tuned on the figure (or an input copied from a "
+        "published number) was tuned: it confirms nothing.</p>",
     ]
     if not rows:
         out.append(
@@ -130,6 +143,7 @@ def render(rows: Sequence[dict[str, Any]], runs: Sequence[FigureRun], version: s
         out.append("<h2>Figures</h2><table><tr>")
         heads = [
             "figure",
+            "kind",
             "scenario",
             "metric",
             "published",
@@ -142,7 +156,9 @@ def render(rows: Sequence[dict[str, Any]], runs: Sequence[FigureRun], version: s
         ]
         out.append(
             "".join(
-                f'<th class="l">{h}</th>' if h in ("figure", "scenario", "metric", "source") else f"<th>{h}</th>"
+                f'<th class="l">{h}</th>'
+                if h in ("figure", "kind", "scenario", "metric", "source")
+                else f"<th>{h}</th>"
                 for h in heads
             )
             + "</tr>"
@@ -152,7 +168,8 @@ def render(rows: Sequence[dict[str, Any]], runs: Sequence[FigureRun], version: s
             err = "n/a" if r["error"] is None else f"{r['error']:+.2%}"
             out.append(
                 f'<tr class="{"pass" if ok else "fail"}">'
-                f'<td class="l">{escape(r["name"])}</td><td class="l">{escape(r["scenario"])}</td>'
+                f'<td class="l">{escape(r["name"])}</td><td class="l">{escape(_kind(r))}</td>'
+                f'<td class="l">{escape(r["scenario"])}</td>'
                 f'<td class="l">{escape(r["metric"])}</td>'
                 f"<td>{_fmt(r['published'])}</td><td>{_fmt(r['simulated'])}</td><td>{escape(r['unit'])}</td>"
                 f"<td>{err}</td><td>&plusmn;{r['tolerance']:.2%}</td>"

@@ -58,6 +58,10 @@ def prepare(files: list[Path]) -> list[FigureRun]:
             variants: dict[tuple[str, ...], list[dict[str, Any]]] = {}
             for exp in scen.get("expect", []):
                 variants.setdefault(tuple(exp.get("set", [])), []).append(exp)
+            # A relative figure needs the run it is relative to, expectations or not.
+            for exp in scen.get("expect", []):
+                if exp.get("relative_to") is not None:
+                    variants.setdefault(tuple(exp["relative_to"]), [])
             if not variants:
                 variants[()] = []
             for sets, expects in variants.items():
@@ -108,19 +112,23 @@ def known_values(result: dict[str, Any]) -> list[str]:
     return sorted(result.get("metrics", {})) + sorted(hist)
 
 
-def check(run: FigureRun) -> list[dict[str, Any]]:
-    """Compare each expectation of a run with its simulated metric."""
+def check(run: FigureRun, runs: Sequence[FigureRun] = ()) -> list[dict[str, Any]]:
+    """Compare each expectation of a run with its simulated metric; a relative
+    one (`relative_to`) with the ratio to the same metric of the other variant
+    (found among `runs`)."""
     assert run.result is not None
     rows = []
     for exp in run.expects:
         i = run.scenario["expect"].index(exp)
         metric = exp["metric"]
-        sim = lookup(run.result, metric)
-        if sim is None:
-            known = ", ".join(known_values(run.result)) or "(none)"
-            raise UserError(
-                f"{run.origin}: expect[{i}].metric: `{metric}` is not produced by this scenario; known: {known}"
-            )
+        sim = _value(run, metric, i)
+        relative_to = exp.get("relative_to")
+        if relative_to is not None:
+            other = next((r for r in runs if r.stem == run.stem and r.overrides == list(relative_to)), None)
+            if other is None or other.result is None:
+                raise UserError(f"{run.origin}: expect[{i}].relative_to: the variant {relative_to} was not run")
+            base = _value(other, metric, i)
+            sim = sim / base if base != 0 else math.inf
         pub = float(exp["published"])
         tol = float(exp["tolerance"])
         # Relative error, except against a published zero where only an
@@ -130,6 +138,9 @@ def check(run: FigureRun) -> list[dict[str, Any]]:
         rows.append(
             {
                 "name": exp.get("name") or f"{run.stem}.{metric}",
+                "kind": exp["kind"],
+                "fitted": list(exp.get("fitted", [])),
+                "relative_to": relative_to,
                 "published": pub,
                 "simulated": _finite(sim),
                 "unit": exp.get("unit", ""),
@@ -143,3 +154,35 @@ def check(run: FigureRun) -> list[dict[str, Any]]:
             }
         )
     return rows
+
+
+def _value(run: FigureRun, metric: str, i: int) -> float:
+    assert run.result is not None
+    v = lookup(run.result, metric)
+    if v is None:
+        known = ", ".join(known_values(run.result)) or "(none)"
+        raise UserError(
+            f"{run.origin}: expect[{i}].metric: `{metric}` is not produced by this scenario; known: {known}"
+        )
+    return v
+
+
+def counts(rows: Sequence[dict[str, Any]]) -> dict[str, int]:
+    """Predictions within tolerance (what confirms the model) apart from fits
+    reproduced (what only shows a fitted value was fitted)."""
+    pred = [r for r in rows if r["kind"] == "prediction"]
+    fits = [r for r in rows if r["kind"] == "fit"]
+    return {
+        "predictions": len(pred),
+        "predictions_within_tolerance": sum(r["within_tolerance"] for r in pred),
+        "fits": len(fits),
+        "fits_reproduced": sum(r["within_tolerance"] for r in fits),
+    }
+
+
+def summary(rows: Sequence[dict[str, Any]]) -> str:
+    c = counts(rows)
+    return (
+        f"{c['predictions_within_tolerance']} of {c['predictions']} predictions within tolerance; "
+        f"{c['fits_reproduced']} of {c['fits']} fits reproduced"
+    )

@@ -36,9 +36,9 @@ def reproduce(
     runs = repro.prepare(files)
     with progress("reproducing figures", len(runs)) as advance:
         repro.execute(runs, workers or os.cpu_count() or 1, advance)
-    rows = [row for r in runs for row in repro.check(r)]
+    rows = [row for r in runs for row in repro.check(r, runs)]
     page = report.render(rows, runs, _core.__version__)
-    atomic_write(out_dir / "figures.json", dump({"figures": rows}))
+    atomic_write(out_dir / "figures.json", dump({"figures": rows, "counts": repro.counts(rows)}))
     atomic_write(out_dir / "index.html", page)
 
     if not rows:
@@ -50,7 +50,7 @@ def reproduce(
         return
     out.print(_table(rows, out_dir))
     failed = sum(not r["within_tolerance"] for r in rows)
-    out.print(f"{len(rows) - failed} of {len(rows)} figures within tolerance")
+    out.print(repro.summary(rows))
     if failed:
         raise typer.Exit(1)
 
@@ -58,15 +58,18 @@ def reproduce(
 def _table(rows: list[dict[str, Any]], out_dir: Path) -> Table:
     t = Table(title=f"figures ({out_dir / 'index.html'})", title_justify="left")
     name_width = min(40, max(len(r["name"]) for r in rows))
-    for c in ("figure", "published", "simulated", "unit", "error", "tolerance", "verdict"):
+    for c in ("figure", "kind", "published", "simulated", "unit", "error", "tolerance", "verdict"):
         t.add_column(
             c,
-            justify="left" if c in ("figure", "unit", "verdict") else "right",
+            justify="left" if c in ("figure", "kind", "unit", "verdict") else "right",
             no_wrap=c != "figure",
             min_width=name_width if c == "figure" else None,
         )
     for r in rows:
         e = "n/a" if r["error"] is None else f"{r['error']:+.2%}"
         verdict = "[green]pass[/green]" if r["within_tolerance"] else "[red]FAIL[/red]"
-        t.add_row(r["name"], fmt(r["published"]), fmt(r["simulated"]), r["unit"], e, f"±{r['tolerance']:.2%}", verdict)
+        kind = r["kind"] + (" (ratio)" if r["relative_to"] is not None else "")
+        t.add_row(
+            r["name"], kind, fmt(r["published"]), fmt(r["simulated"]), r["unit"], e, f"±{r['tolerance']:.2%}", verdict
+        )
     return t

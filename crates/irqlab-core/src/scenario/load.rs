@@ -55,7 +55,9 @@ fn load_value(mut value: toml::Value, origin: &str, overrides: &[String]) -> Res
             ScenarioError(format!("{origin}: {path}: {msg}"))
         }
     })?;
-    validate::check(&sc).map_err(|(path, msg)| ScenarioError(format!("{origin}: {path}: {msg}")))?;
+    validate::check(&sc)
+        .and_then(|_| validate::check_fitted(&sc))
+        .map_err(|(path, msg)| ScenarioError(format!("{origin}: {path}: {msg}")))?;
     for e in &mut sc.expect {
         if e.name.is_empty() {
             e.name = sc.name.clone();

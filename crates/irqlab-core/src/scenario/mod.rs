@@ -186,6 +186,26 @@ pub struct Expect {
     /// one scenario file can hold a figure's variants (policies, masking modes).
     #[serde(default)]
     pub set: Vec<String>,
+    /// `"fit"` if any value of the scenario was tuned on this figure, or if it
+    /// equals (within its tolerance) an input copied from a published number;
+    /// otherwise `"prediction"`.
+    pub kind: ExpectKind,
+    /// For a fit: the parameters (key paths, as `--set` writes them) fitted on it.
+    #[serde(default)]
+    pub fitted: Vec<String>,
+    /// A relative effect: `published` is this variant's metric divided by the
+    /// same metric of the variant with these overrides (e.g. feature off).
+    #[serde(default)]
+    pub relative_to: Option<Vec<String>>,
+}
+
+/// Whether a figure confirms the model (a prediction) or only shows that a
+/// fitted value was fitted (a fit).
+#[derive(Clone, Copy, Debug, Deserialize, Serialize, JsonSchema, PartialEq, Eq)]
+#[serde(rename_all = "lowercase")]
+pub enum ExpectKind {
+    Fit,
+    Prediction,
 }
 
 impl Scenario {

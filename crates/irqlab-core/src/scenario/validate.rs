@@ -3,7 +3,7 @@
 //! with its key path.
 
 use super::check::{err, targets, Check, Ctx};
-use super::{ExceptionKind, Masking, Scenario};
+use super::{ExceptionKind, ExpectKind, Masking, Scenario};
 use std::collections::HashSet;
 
 const MAX_CPUS: u32 = 4096;
@@ -132,6 +132,21 @@ pub fn check(s: &Scenario) -> Check {
         if e.metric.is_empty() {
             return err(format!("expect[{i}].metric"), "must name a metric of the run");
         }
+        match (e.kind, e.fitted.is_empty()) {
+            (ExpectKind::Fit, true) => {
+                return err(format!("expect[{i}].fitted"), "a fit names the parameters fitted on it, like [\"fabric.msi_write\"]");
+            }
+            (ExpectKind::Prediction, false) => {
+                return err(
+                    format!("expect[{i}].fitted"),
+                    "a prediction has nothing fitted on it: make it kind = \"fit\" or remove fitted",
+                );
+            }
+            _ => {}
+        }
+        if e.relative_to.as_ref().is_some_and(|r| *r == e.set) {
+            return err(format!("expect[{i}].relative_to"), "names the figure's own variant: expected the other variant's overrides");
+        }
     }
     let (start, end) = (s.trace.start.map(|t| t.ps()), s.trace.end.map(|t| t.ps()));
     if let (Some(a), Some(b)) = (start, end) {
@@ -149,6 +164,32 @@ fn instances<'a>(p: &str, name: &'a str, count: u32, names: &mut HashSet<&'a str
     }
     if count == 0 {
         return err(format!("{p}.count"), "must be at least 1");
+    }
+    Ok(())
+}
+
+/// Every `fitted` parameter of the figures names a key of the scenario (as
+/// loaded, defaults included), like `fabric.msi_write` or `task.0.body`.
+pub fn check_fitted(s: &Scenario) -> Check {
+    let doc = serde_json::to_value(s).expect("scenarios serialize");
+    for (i, e) in s.expect.iter().enumerate() {
+        for (j, path) in e.fitted.iter().enumerate() {
+            let mut at = &doc;
+            for part in path.split('.') {
+                let next = match at {
+                    serde_json::Value::Object(m) => m.get(part),
+                    serde_json::Value::Array(a) => part.parse::<usize>().ok().and_then(|k| a.get(k)),
+                    _ => None,
+                };
+                match next {
+                    Some(v) => at = v,
+                    None => return err(format!("expect[{i}].fitted[{j}]"), format!("\"{path}\" is not a parameter of this scenario")),
+                }
+            }
+            if at.is_object() || at.is_array() {
+                return err(format!("expect[{i}].fitted[{j}]"), format!("\"{path}\" is a section, expected one parameter in it"));
+            }
+        }
     }
     Ok(())
 }
