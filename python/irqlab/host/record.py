@@ -66,7 +66,9 @@ def capture(duration: float, advance: Callable[[float], None] | None = None) -> 
     mounted = _mount_if_needed()
     inst = TRACEFS / "instances" / f"irqlab-{os.getpid()}"
     old_term = signal.signal(signal.SIGTERM, _on_term)
-    snaps: dict[str, Any] = {}
+    # The instance's name goes with the trace, so that a check that it is gone
+    # looks at this recording's instance, not at another recorder's.
+    snaps: dict[str, Any] = {"instance": inst.name}
     try:
         try:
             inst.mkdir()
