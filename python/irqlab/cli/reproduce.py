@@ -57,7 +57,8 @@ def reproduce(
 
 def _table(rows: list[dict[str, Any]], out_dir: Path) -> Table:
     t = Table(title=f"figures ({out_dir / 'index.html'})", title_justify="left")
-    name_width = min(40, max(len(r["name"]) for r in rows))
+    # On a narrow (piped, 80-column) console the figure's name wraps rather than vanish.
+    name_width = min(16, max(len(r["name"]) for r in rows))
     for c in ("figure", "kind", "published", "simulated", "unit", "error", "tolerance", "verdict"):
         t.add_column(
             c,
@@ -68,7 +69,7 @@ def _table(rows: list[dict[str, Any]], out_dir: Path) -> Table:
     for r in rows:
         e = "n/a" if r["error"] is None else f"{r['error']:+.2%}"
         verdict = "[green]pass[/green]" if r["within_tolerance"] else "[red]FAIL[/red]"
-        kind = r["kind"] + (" (ratio)" if r["relative_to"] is not None else "")
+        kind = ("pred" if r["kind"] == "prediction" else r["kind"]) + (" ratio" if r["relative_to"] is not None else "")
         t.add_row(
             r["name"], kind, fmt(r["published"]), fmt(r["simulated"]), r["unit"], e, f"±{r['tolerance']:.2%}", verdict
         )
