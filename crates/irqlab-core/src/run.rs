@@ -5,7 +5,7 @@
 
 use crate::components::kvm_x86::{KvmAudit, KvmModel};
 use crate::components::Components;
-use crate::engine::protocol::{self, Protocol, Span};
+use crate::engine::protocol::{self, Span};
 use crate::engine::stats::Report;
 use crate::engine::trace::TraceBounds;
 use crate::engine::Ps;
@@ -105,11 +105,6 @@ pub fn run_machine<P: Parts>(sc: &Scenario, opt: RunOptions, arrivals: &BTreeMap
     let (mut audit, pending_events) = out.audit;
     audit.time_reversals = out.time_reversals;
     RunOutput { report: out.report, trace: out.trace, audit, pending_events, seed, kvm: None }
-}
-
-/// Builds a scenario's machine without running it (benchmarks, tests).
-pub fn build_machine(sc: &Scenario, seed: u64) -> Machine<Components> {
-    <Machine<Components> as Protocol>::build(sc, seed, crate::engine::trace::Tracer::disabled())
 }
 
 #[derive(Serialize)]
