@@ -335,6 +335,19 @@ impl<P: Parts> Machine<P> {
         i
     }
 
+    /// A device queue's MSI-X vector owned by a component: an ordinary IRQ with
+    /// the machine's IRQ entry/exit costs, on the socket whose fabric it crosses;
+    /// the owner's handler hook says how long the handler runs.
+    #[allow(clippy::too_many_arguments)]
+    pub fn add_vector(&mut self, name: String, group: u32, cpu: u32, socket: u32, gsim: bool, owner: u8, owner_arg: u32) -> u32 {
+        let (entry, exit) = (self.irq_entry, self.irq_exit);
+        let i = self.add_source(name, group, cpu, 0, Prio::Normal, entry, exit, 0, owner, owner_arg);
+        let v = &mut self.srcs[i as usize];
+        v.socket = socket;
+        v.gsim = gsim;
+        i
+    }
+
     /// A group of sources: one MSI track in the trace, one `source.NAME` line in the report.
     pub fn add_group(&mut self, name: &str, track: &str) -> u32 {
         self.msi_tracks.push(self.tracer.track(track, None));

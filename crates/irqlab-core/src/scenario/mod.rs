@@ -34,9 +34,6 @@ use serde::{Deserialize, Serialize};
 fn one() -> u64 {
     1
 }
-fn one_u32() -> u32 {
-    1
-}
 
 #[derive(Clone, Debug, Deserialize, Serialize, JsonSchema)]
 #[serde(deny_unknown_fields)]
@@ -96,9 +93,9 @@ pub struct Scenario {
 #[serde(deny_unknown_fields)]
 pub struct Platform {
     /// Physical CPUs.
-    #[serde(default = "one_u32")]
+    #[serde(default = "crate::scenario::units::one_u32")]
     pub cpus: u32,
-    #[serde(default = "one_u32")]
+    #[serde(default = "crate::scenario::units::one_u32")]
     pub sockets: u32,
 }
 
@@ -115,7 +112,7 @@ impl Default for Platform {
 pub struct Fabric {
     #[serde(default)]
     pub msi_write: Time,
-    #[serde(default = "one_u32")]
+    #[serde(default = "crate::scenario::units::one_u32")]
     pub slots: u32,
     /// Fixed delay after the write leaves the fabric, before the interrupt controller sees it.
     #[serde(default)]

@@ -7,6 +7,11 @@ use schemars::schema::{InstanceType, Schema, SchemaObject, SubschemaValidation};
 use schemars::JsonSchema;
 use serde::{de, Deserialize, Deserializer, Serialize, Serializer};
 
+/// Serde default for counts that default to one (`count`, `cpus`, `queues`...).
+pub fn one_u32() -> u32 {
+    1
+}
+
 /// A time or duration, written with a unit: `"300ns"`, `"10us"`, `"0.5s"`.
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq, PartialOrd, Ord)]
 pub struct Time(pub Ps);

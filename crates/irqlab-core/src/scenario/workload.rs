@@ -6,9 +6,6 @@ use super::units::{Rate, Time};
 use schemars::JsonSchema;
 use serde::{Deserialize, Serialize};
 
-fn one_u32() -> u32 {
-    1
-}
 fn cpu0() -> Vec<u32> {
     vec![0]
 }
@@ -26,7 +23,7 @@ pub enum Arrival {
 #[serde(deny_unknown_fields)]
 pub struct Source {
     pub name: String,
-    #[serde(default = "one_u32")]
+    #[serde(default = "crate::scenario::units::one_u32")]
     pub count: u32,
     /// Interrupts per second, per instance.
     pub rate: Rate,
@@ -72,7 +69,7 @@ pub enum ExceptionKind {
 #[serde(deny_unknown_fields)]
 pub struct Task {
     pub name: String,
-    #[serde(default = "one_u32")]
+    #[serde(default = "crate::scenario::units::one_u32")]
     pub count: u32,
     /// CPUs (vCPU indices if `vm` is set); instance i runs on `cpus[i % len]`.
     #[serde(default = "cpu0")]

@@ -7,10 +7,6 @@ use schemars::JsonSchema;
 use serde::{Deserialize, Serialize};
 use std::collections::HashSet;
 
-fn one_u32() -> u32 {
-    1
-}
-
 /// How a cross-call reaches its target CPUs.
 #[derive(Clone, Copy, Debug, Deserialize, Serialize, JsonSchema, PartialEq, Eq)]
 #[serde(rename_all = "kebab-case")]
@@ -57,7 +53,7 @@ pub struct CrossCall {
     #[serde(default)]
     pub timeout: Option<Time>,
     /// Signals sent per mechanism (a retrying requester); edge-triggered delivery may merge them.
-    #[serde(default = "one_u32")]
+    #[serde(default = "crate::scenario::units::one_u32")]
     pub signals: u32,
     /// Gap between repeated signals.
     #[serde(default)]

@@ -8,10 +8,6 @@ use serde::{Deserialize, Serialize};
 
 pub use super::requests::{Lvtpc, Order};
 
-fn one_u32() -> u32 {
-    1
-}
-
 /// Per-vCPU rates of what makes requests and exits.
 #[derive(Clone, Debug, Default, Deserialize, Serialize, JsonSchema)]
 #[serde(deny_unknown_fields)]
@@ -70,7 +66,7 @@ pub struct KvmCosts {
 #[serde(deny_unknown_fields)]
 pub struct Kvm {
     /// VMs, each with `vcpus` vCPUs (pinned: the host side of their pCPUs is not modelled).
-    #[serde(default = "one_u32")]
+    #[serde(default = "crate::scenario::units::one_u32")]
     pub vms: u32,
     pub vcpus: u32,
     #[serde(default)]

@@ -14,7 +14,7 @@ use crate::engine::rng::{exp_sample, stream, Rng};
 use crate::engine::stats::{Latency, Report};
 use crate::engine::time::{ps_to_s, s_to_ps, Ps};
 use crate::engine::Scheduler;
-use crate::platform::cpu::{Level, Prio};
+use crate::platform::cpu::Level;
 use crate::platform::fabric::DmaFor;
 use crate::platform::machine::{Ev, Machine};
 use crate::platform::parts::{Component, Has};
@@ -140,12 +140,8 @@ impl Component for Nic {
                     None => (c, Level::Host),
                 };
                 let qi = me.rxqs.len() as u32;
-                let (entry, exit) = (m.irq_entry, m.irq_exit);
-                let src = m.add_source(format!("{}.rx{q}", n.name), group, cpu, 0, Prio::Normal, entry, exit, 0, P::ID, qi);
-                let v = &mut m.srcs[src as usize];
-                v.socket = n.socket;
-                v.vm = vm;
-                v.gsim = n.moderation.gsim && gsim;
+                let src = m.add_vector(format!("{}.rx{q}", n.name), group, cpu, n.socket, n.moderation.gsim && gsim, P::ID, qi);
+                m.srcs[src as usize].vm = vm;
                 let napi = m.napi_register(P::ID, qi, cpu, level);
                 me.rxqs.push(RxQueue {
                     group: g as u32,

@@ -7,10 +7,6 @@ use schemars::JsonSchema;
 use serde::{Deserialize, Serialize};
 use std::collections::HashSet;
 
-fn one_u32() -> u32 {
-    1
-}
-
 /// A NIC's receive side: `queues` RX rings fed at a line rate, each with an
 /// MSI-X vector, NAPI polling and its own moderation.
 #[derive(Clone, Debug, Deserialize, Serialize, JsonSchema)]
@@ -22,7 +18,7 @@ pub struct Nic {
     /// Link speed, Gbit/s (default: `gbps`).
     #[serde(default)]
     pub link_gbps: Option<f64>,
-    #[serde(default = "one_u32")]
+    #[serde(default = "crate::scenario::units::one_u32")]
     pub queues: u32,
     /// CPUs (vCPU indices if `vm` is set); queue q goes to `cpus[q % len]`.
     pub cpus: Vec<u32>,

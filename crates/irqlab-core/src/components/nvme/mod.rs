@@ -21,7 +21,7 @@ use crate::engine::rng::{exp_sample, stream, Rng};
 use crate::engine::stats::{Latency, Report};
 use crate::engine::time::{ps_to_s, s_to_ps, Ps};
 use crate::engine::Scheduler;
-use crate::platform::cpu::{Level, Prio};
+use crate::platform::cpu::Level;
 use crate::platform::fabric::DmaFor;
 use crate::platform::machine::{Ev, Machine};
 use crate::platform::parts::{Component, Has};
@@ -122,11 +122,7 @@ impl Component for Nvme {
                     let v = k * n.queues + q;
                     let cpu = n.cpus[(v as usize) % n.cpus.len()];
                     let cqi = me.cqs.len() as u32;
-                    let (entry, exit) = (m.irq_entry, m.irq_exit);
-                    let src = m.add_source(format!("{}.{k}.q{q}", n.name), group, cpu, 0, Prio::Normal, entry, exit, 0, P::ID, cqi);
-                    let v = &mut m.srcs[src as usize];
-                    v.socket = n.socket;
-                    v.gsim = n.moderation.gsim && gsim;
+                    let src = m.add_vector(format!("{}.{k}.q{q}", n.name), group, cpu, n.socket, n.moderation.gsim && gsim, P::ID, cqi);
                     me.cqs.push(Cq {
                         disk: d,
                         socket: n.socket,

@@ -7,18 +7,14 @@ use schemars::JsonSchema;
 use serde::{Deserialize, Serialize};
 use std::collections::HashSet;
 
-fn one_u32() -> u32 {
-    1
-}
-
 /// fio-like closed-loop jobs on a disk: each job keeps `iodepth` I/Os in flight.
 #[derive(Clone, Debug, Deserialize, Serialize, JsonSchema)]
 #[serde(deny_unknown_fields)]
 pub struct Fio {
     /// Jobs (threads) per disk.
-    #[serde(default = "one_u32")]
+    #[serde(default = "crate::scenario::units::one_u32")]
     pub jobs: u32,
-    #[serde(default = "one_u32")]
+    #[serde(default = "crate::scenario::units::one_u32")]
     pub iodepth: u32,
     /// From reaping a completion to the resubmitted I/O reaching the submission queue (not CPU-modelled).
     #[serde(default)]
@@ -33,10 +29,10 @@ pub struct Fio {
 pub struct Nvme {
     pub name: String,
     /// Disks.
-    #[serde(default = "one_u32")]
+    #[serde(default = "crate::scenario::units::one_u32")]
     pub count: u32,
     /// Queue pairs per disk (each with its MSI-X vector).
-    #[serde(default = "one_u32")]
+    #[serde(default = "crate::scenario::units::one_u32")]
     pub queues: u32,
     /// CPUs the vectors target: vector v (over all disks) goes to `cpus[v % len]`.
     pub cpus: Vec<u32>,
@@ -46,7 +42,7 @@ pub struct Nvme {
     /// Device ceiling per disk, I/Os per second.
     pub iops: Rate,
     /// I/Os served in parallel per disk (each takes `channels / iops`).
-    #[serde(default = "one_u32")]
+    #[serde(default = "crate::scenario::units::one_u32")]
     pub channels: u32,
     /// Exponentially distributed service times instead of fixed.
     #[serde(default)]
