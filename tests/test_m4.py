@@ -38,10 +38,17 @@ def test_order_search_finds_nmi_after_pmi_and_explains(tmp_path: Path) -> None:
     assert_ok(p)
     res = json.loads(out.read_text())
     assert res["method"] == "exhaustive" and res["evaluated"] == 24
-    best = res["ranked"][0]["order"]
-    assert best.index("PMI") < best.index("NMI") and best.index("PMU") < best.index("PMI")
+    best = res["ranked"][0]
+    assert best["order"].index("PMI") < best["order"].index("NMI")
     assert any("servicing PMI raises NMI" in x for x in res["base"]["explanation"])
-    assert res["ranked"][0]["cancels_per_s"] < 0.01 * res["base"]["cancels_per_s"]
+    assert best["cancels_per_s"] < 0.01 * res["base"]["cancels_per_s"]
+    # A hardware overflow raises PMI itself (the perf callback), so PMU's place
+    # does not matter: every order with PMI before NMI ties with the best, PMU
+    # before or after PMI.
+    tied = [e["order"] for e in res["ranked"] if e["cancels_per_s"] == best["cancels_per_s"]]
+    assert all(o.index("PMI") < o.index("NMI") for o in tied) and len(tied) == 12
+    assert {o.index("PMU") < o.index("PMI") for o in tied} == {True, False}
+    assert "servicing PMU raises PMI when an emulated counter increment overflowed" in res["dependencies"]
     out2 = tmp_path / "o2.json"
     assert_ok(run_cli("kvm-order", FIG, "--set", "duration=1s", "--json", out2, "--workers", "1"))
     assert out.read_bytes() == out2.read_bytes()

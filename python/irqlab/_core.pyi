@@ -46,7 +46,7 @@ def run_replay(
 def schema() -> str:
     """The JSON Schema of the scenario format."""
 
-def kvm_requests() -> tuple[list[str], list[tuple[str, list[str]]], list[tuple[str, str]]]:
+def kvm_requests() -> tuple[list[str], list[tuple[str, list[str]]], list[tuple[str, str, str]]]:
     """KVM's request list: (names in upstream's old order, [(preset, names)], [(request, what servicing it raises)])."""
 
 def host_gettid_ns(calls: int) -> float:

@@ -3,8 +3,9 @@ for a workload, and why the remaining cancels happen.
 
 Every order is evaluated by running the Rust model (`[kvm]` scenario with
 `kvm.order` overridden); nothing about KVM is re-implemented here. The requests
-that interact (one's servicing raises another: PMU -> PMI -> NMI, SMI/NMI ->
-EVENT) are permuted exhaustively among the positions they hold in the base
+that interact (one's servicing raises another: PMI -> NMI through an NMI-mode
+LVTPC, SMI/NMI -> EVENT, PMU -> PMI only for an emulated counter overflow; a
+hardware overflow raises PMI and PMU itself) are permuted exhaustively among the positions they hold in the base
 order; with more than `max_exhaustive` requests, a local search by swaps.
 """
 
@@ -178,7 +179,7 @@ def search(
         "scenario": scen.get("name"),
         "method": method,
         "requests": chosen,
-        "dependencies": [f"servicing {a} raises {b}" for a, b in edges],
+        "dependencies": [f"servicing {a} raises {b}" + (f" {when}" if when else "") for a, b, when in edges],
         "evaluated": len(results),
         "base": baseline.to_dict(),
         "ranked": [e.to_dict() for e in ranked],

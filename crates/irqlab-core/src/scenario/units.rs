@@ -12,6 +12,11 @@ pub fn one_u32() -> u32 {
     1
 }
 
+/// Serde default for switches that are on unless a scenario turns them off.
+pub fn yes() -> bool {
+    true
+}
+
 /// A time or duration, written with a unit: `"300ns"`, `"10us"`, `"0.5s"`.
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq, PartialOrd, Ord)]
 pub struct Time(pub Ps);

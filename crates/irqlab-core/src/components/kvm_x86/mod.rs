@@ -6,9 +6,11 @@
 //! (KVM_REQ_EVENT), disables interrupts, sets IN_GUEST_MODE and makes a final
 //! check (`kvm_vcpu_exit_request`): any request still pending cancels the
 //! VM-enter (`vmx_cancel_injection`, interrupts back on) and the loop starts
-//! over. A request raised by servicing another one that comes *later* in the
+//! over. A request raised by servicing another one that comes *earlier* in the
 //! order is only seen by the final check: with upstream's old order, a guest
-//! PMU overflow (PMU → PMI → LVTPC in NMI mode → NMI) cancels every time.
+//! PMU overflow (perf callback → PMI → LVTPC in NMI mode → NMI) cancels every time.
+//! With APICv, interrupts that KVM posts (IPIs, device interrupts, timers where
+//! it can) raise no request and never cancel.
 //!
 //! The vCPUs are pinned and the host side of their pCPUs is not modelled, so
 //! this is a model of its own on the engine, not part of the machine model.
@@ -16,37 +18,49 @@
 pub mod params;
 
 pub mod nmi;
+mod report;
 pub mod requests;
 
 use crate::engine::rng::{exp_sample, stream, Rng};
-use crate::engine::stats::{Latency, Report, Table};
-use crate::engine::time::{ps_to_s, s_to_ps, Ps, NEVER};
+use crate::engine::stats::{Latency, Report};
+use crate::engine::time::{s_to_ps, Ps, NEVER};
 use crate::engine::trace::{Tracer, TrackId};
 use crate::engine::{Model, Protocol, Scheduler, TimerHandle};
 use crate::scenario::{Lvtpc, Scenario};
 use nmi::NmiState;
-use requests::{resolve, Req, NREQ, ORDERED};
+use requests::{resolve, Req, ALL, NREQ, ORDERED};
 use std::collections::{BTreeMap, VecDeque};
 
 /// What raises a request or an exit from outside the loop.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord)]
 #[repr(u8)]
 pub enum Src {
-    /// A guest PMU counter overflowed (host PMI → perf overflow → KVM_REQ_PMU).
+    /// A guest PMU counter overflowed (host PMI → `kvm_perf_overflow` → KVM_REQ_PMI, KVM_REQ_PMU).
     PmuOverflow = 0,
-    /// Another vCPU's IPI (KVM_REQ_EVENT + kick); on the sender, an APIC-write exit.
+    /// Another vCPU's IPI (posted, or KVM_REQ_EVENT + kick); on the sender, an APIC-write exit.
     Ipi,
-    /// The LAPIC timer expired (KVM_REQ_EVENT + kick).
+    /// The LAPIC timer expired (posted where KVM can, else KVM_REQ_EVENT + kick).
     Timer,
     /// An NMI from elsewhere (`kvm_inject_nmi`).
     Nmi,
     Smi,
     /// Any other exit (MMIO, CPUID, MSR, EPT): handled, no request.
     Other,
+    /// A device interrupt for this vCPU (posted, or KVM_REQ_EVENT + kick).
+    Device,
+    /// TIF_NEED_RESCHED or a signal for the vCPU thread, set by another CPU.
+    HostResched,
+    /// An emulated instruction's counter increment overflowed (KVM_REQ_PMU on its exit).
+    PmuEmulated,
     /// The guest IRETed from its NMI handler with an NMI pending (NMI-window exit).
     NmiWindow,
 }
-const SRC_NAMES: [&str; 7] = ["pmu_overflow", "ipi", "timer", "nmi", "smi", "other_exit", "nmi_window"];
+const NSRC: usize = 9;
+const SRC_NAMES: [&str; NSRC + 1] =
+    ["pmu_overflow", "ipi", "timer", "nmi", "smi", "other_exit", "device", "host_resched", "pmu_emulated_overflow", "nmi_window"];
+/// Sources that run on wall-clock time; the others run on guest time and stop on an exit.
+const WALL_CLOCK: [Src; 5] = [Src::Timer, Src::Nmi, Src::Smi, Src::Device, Src::HostResched];
+const GUEST_TIME: [Src; 4] = [Src::PmuOverflow, Src::Ipi, Src::Other, Src::PmuEmulated];
 
 #[derive(Clone, Copy, Debug)]
 pub enum KvmEv {
@@ -60,6 +74,8 @@ pub enum KvmEv {
 enum Phase {
     Guest,
     Exit,
+    /// The host's `schedule()` for a pending reschedule, before the request list.
+    Schedule,
     Service,
     IrqsOff,
     Cancel,
@@ -100,8 +116,21 @@ struct Vcpu {
     virq_pending: u32,
     virq_injecting: u32,
     virqs: u64,
-    /// Guest-time sources (PMU, IPI sends, other exits): cancelled on exit.
-    guest_timers: [Option<TimerHandle>; 3],
+    /// Posted interrupts not yet in the guest (PIR bits, synced at VM entry), and
+    /// the posted fixed-mode PMIs among them (when each overflow happened).
+    pir: u32,
+    pmi_posted: Vec<Ps>,
+    posted: u64,
+    /// Emulated counter overflows waiting for KVM_REQ_PMU's servicing.
+    pmu_emulated: u32,
+    /// Lost-time bookkeeping: when this attempt's IRQs-off phase began, and when
+    /// the pass through the request list after a cancel began.
+    window_start: Ps,
+    after_cancel: bool,
+    second_pass_since: Option<Ps>,
+    reschedules: u64,
+    /// Guest-time sources (`GUEST_TIME`): cancelled on exit.
+    guest_timers: [Option<TimerHandle>; 4],
     rng: Rng,
     track: TrackId,
     enters: u64,
@@ -121,6 +150,7 @@ struct Costs {
     cancel: Ps,
     other: Ps,
     nmi_handler: Ps,
+    host_resched: Ps,
 }
 
 pub struct KvmModel {
@@ -128,8 +158,10 @@ pub struct KvmModel {
     /// Position of each request in the order (EVENT: after the list).
     pos_of: [usize; NREQ],
     lvtpc: Lvtpc,
+    apicv: bool,
+    post_timer: bool,
     /// Mean gap per source (seconds; infinite if off).
-    gap: [f64; 6],
+    gap: [f64; NSRC],
     c: Costs,
     vcpus: Vec<Vcpu>,
     vcpus_per_vm: u32,
@@ -154,6 +186,12 @@ pub struct KvmAudit {
     pub nmis_queued: u64,
     pub nmis_dropped: u64,
     pub nmis_delivered: u64,
+    /// Posted interrupts raised, delivered, and raised during an IRQs-off window.
+    pub posted: u64,
+    pub posted_delivered: u64,
+    pub posted_in_window: u64,
+    /// Posted interrupts still in a PIR when the run ended.
+    pub posted_pending: u64,
     /// Events handed out of time order (the scheduler's audit, copied here).
     pub time_reversals: u64,
 }
@@ -166,6 +204,8 @@ impl KvmModel {
         for (i, r) in order.iter().enumerate() {
             pos_of[*r as usize] = i;
         }
+        // The final check sees EVENT, then a pending reschedule, after the list.
+        pos_of[Req::Resched as usize] = ORDERED.len() + 1;
         let gap = |r: crate::scenario::Rate| if r.0 > 0.0 { 1.0 / r.0 } else { f64::INFINITY };
         let r = &k.rates;
         let n = k.vms * k.vcpus;
@@ -189,7 +229,15 @@ impl KvmModel {
                 virq_pending: 0,
                 virq_injecting: 0,
                 virqs: 0,
-                guest_timers: [None; 3],
+                pir: 0,
+                pmi_posted: Vec::new(),
+                posted: 0,
+                pmu_emulated: 0,
+                window_start: 0,
+                after_cancel: false,
+                second_pass_since: None,
+                reschedules: 0,
+                guest_timers: [None; 4],
                 rng: stream(seed, &format!("kvm/vm{}/vcpu{}", v / k.vcpus, v % k.vcpus)),
                 track: tracer.track(&format!("vm{}.vcpu{}", v / k.vcpus, v % k.vcpus), None),
                 enters: 0,
@@ -205,7 +253,19 @@ impl KvmModel {
             order,
             pos_of,
             lvtpc: k.lvtpc,
-            gap: [gap(r.pmu_overflow), gap(r.ipi), gap(r.timer), gap(r.nmi), gap(r.smi), gap(r.other_exits)],
+            apicv: k.apicv,
+            post_timer: k.post_timer,
+            gap: [
+                gap(r.pmu_overflow),
+                gap(r.ipi),
+                gap(r.timer),
+                gap(r.nmi),
+                gap(r.smi),
+                gap(r.other_exits),
+                gap(r.device),
+                gap(r.host_resched),
+                gap(r.pmu_emulated_overflow),
+            ],
             c: Costs {
                 exit: c.exit.ps(),
                 service: c.service.ps(),
@@ -215,6 +275,7 @@ impl KvmModel {
                 cancel: c.cancel.ps(),
                 other: c.other_exit.ps(),
                 nmi_handler: c.guest_nmi_handler.ps(),
+                host_resched: c.host_resched.ps(),
             },
             vcpus,
             vcpus_per_vm: k.vcpus,
@@ -235,10 +296,10 @@ impl KvmModel {
         }
     }
 
-    /// Wall-clock sources (timer, NMI, SMI) run from the start.
+    /// Wall-clock sources run from the start.
     pub fn start(&mut self, s: &mut Scheduler<KvmEv>) {
         for v in 0..self.vcpus.len() {
-            for src in [Src::Timer, Src::Nmi, Src::Smi] {
+            for src in WALL_CLOCK {
                 let d = self.draw(v, src);
                 if d != NEVER {
                     s.at(d, KvmEv::Src(v as u32, src));
@@ -260,6 +321,7 @@ impl KvmModel {
             let name = match phase {
                 Phase::Guest => "guest",
                 Phase::Exit => "vm exit",
+                Phase::Schedule => "host schedule()",
                 Phase::Service => "requests",
                 Phase::IrqsOff => "irqs off",
                 Phase::Cancel => "cancelled VM-enter",
@@ -275,6 +337,9 @@ impl KvmModel {
     /// `kvm_make_request` (+ `kvm_vcpu_kick` from outside): a guest exits at once.
     fn request(&mut self, s: &mut Scheduler<KvmEv>, v: usize, r: Req, cause: Cause) {
         let vc = &mut self.vcpus[v];
+        if r == Req::Resched && vc.phase == Phase::Schedule {
+            return; // the schedule() under way takes it
+        }
         if vc.pending & r.bit() == 0 {
             vc.cause[r as usize] = cause;
         }
@@ -298,31 +363,59 @@ impl KvmModel {
         self.begin(s, v, Phase::Exit, Some(self.c.exit + extra));
     }
 
-    fn source(&mut self, s: &mut Scheduler<KvmEv>, v: usize, src: Src) {
-        let now = s.now();
-        match src {
-            Src::Timer | Src::Nmi | Src::Smi => {
-                let d = self.draw(v, src);
-                if d != NEVER {
-                    s.at(now + d, KvmEv::Src(v as u32, src));
-                }
+    /// An interrupt for vCPU `v` raised from outside its loop. With APICv it is
+    /// posted (`vmx_deliver_posted_interrupt`): a running guest takes it without
+    /// an exit; otherwise it waits in the PIR until VM entry, and the notification
+    /// IPI, if interrupts are off, is taken at entry — no request, no cancel.
+    /// Without APICv: `kvm_lapic_set_irr`, KVM_REQ_EVENT and a kick.
+    fn interrupt(&mut self, s: &mut Scheduler<KvmEv>, v: usize, src: Src, posted: bool) {
+        if !posted {
+            self.vcpus[v].virq_pending += 1;
+            self.request(s, v, Req::Event, Cause::Src(src));
+            return;
+        }
+        let vc = &mut self.vcpus[v];
+        vc.posted += 1;
+        self.audit.posted += 1;
+        match vc.phase {
+            Phase::Guest => {
+                vc.virqs += 1;
+                self.audit.posted_delivered += 1;
             }
-            _ => {
-                let slot = match src {
-                    Src::PmuOverflow => Some(0),
-                    Src::Ipi => Some(1),
-                    Src::Other => Some(2),
-                    _ => None,
-                };
-                if let Some(i) = slot {
-                    self.vcpus[v].guest_timers[i] = None;
+            phase => {
+                vc.pir += 1;
+                if phase == Phase::IrqsOff {
+                    self.audit.posted_in_window += 1;
                 }
             }
         }
+    }
+
+    fn source(&mut self, s: &mut Scheduler<KvmEv>, v: usize, src: Src) {
+        let now = s.now();
+        if WALL_CLOCK.contains(&src) {
+            let d = self.draw(v, src);
+            if d != NEVER {
+                s.at(now + d, KvmEv::Src(v as u32, src));
+            }
+        } else if let Some(i) = GUEST_TIME.iter().position(|&g| g == src) {
+            self.vcpus[v].guest_timers[i] = None;
+        }
         match src {
-            // The host's PMI handler runs on the exit; perf's overflow callback raises KVM_REQ_PMU.
+            // The host's PMI handler runs on the exit; perf's overflow callback
+            // (`kvm_perf_overflow` → `__kvm_perf_overflow`) raises KVM_REQ_PMI, then KVM_REQ_PMU.
             Src::PmuOverflow => {
                 self.vcpus[v].pmu_marks.push_back(now);
+                self.request(s, v, Req::Pmi, Cause::Src(src));
+                self.request(s, v, Req::Pmu, Cause::Src(src));
+            }
+            // An emulated instruction's exit counts an event; its overflow waits for PMU servicing.
+            Src::PmuEmulated => {
+                if self.vcpus[v].phase == Phase::Guest {
+                    let extra = self.c.other;
+                    self.exit(s, v, extra);
+                }
+                self.vcpus[v].pmu_emulated += 1;
                 self.request(s, v, Req::Pmu, Cause::Src(src));
             }
             Src::Ipi => {
@@ -333,17 +426,22 @@ impl KvmModel {
                     let k = rand::Rng::gen_range(&mut self.vcpus[v].rng, 0..n - 1);
                     let local = (v as u32 % n + 1 + k) % n;
                     let t = (vm * n + local) as usize;
-                    self.vcpus[t].virq_pending += 1;
-                    self.request(s, t, Req::Event, Cause::Src(Src::Ipi));
+                    let posted = self.apicv;
+                    self.interrupt(s, t, Src::Ipi, posted);
                 }
                 if self.vcpus[v].phase == Phase::Guest {
                     self.exit(s, v, 0);
                 }
             }
-            Src::Timer => {
-                self.vcpus[v].virq_pending += 1;
-                self.request(s, v, Req::Event, Cause::Src(src));
+            Src::Device => {
+                let posted = self.apicv;
+                self.interrupt(s, v, src, posted);
             }
+            Src::Timer => {
+                let posted = self.apicv && self.post_timer;
+                self.interrupt(s, v, src, posted);
+            }
+            Src::HostResched => self.request(s, v, Req::Resched, Cause::Src(src)),
             Src::Nmi => {
                 self.vcpus[v].nmi.queued += 1;
                 self.audit.nmis_queued += 1;
@@ -370,14 +468,22 @@ impl KvmModel {
         match self.vcpus[v].phase {
             Phase::Guest => unreachable!("guest segments end by exits, not steps"),
             Phase::Exit | Phase::Cancel => {
-                if self.vcpus[v].phase == Phase::Cancel {
-                    self.vcpus[v].lost += self.c.cancel + self.c.irqs_off;
+                let vc = &mut self.vcpus[v];
+                if vc.phase == Phase::Cancel {
+                    vc.lost += self.c.cancel;
+                    vc.after_cancel = true;
                 }
-                self.vcpus[v].pos = 0;
-                self.vcpus[v].serving = None;
-                self.begin(s, v, Phase::Service, None);
-                self.service_next(s, v);
+                // vcpu_run(): pending host work (`__xfer_to_guest_mode_work_pending`) before the next attempt.
+                if vc.pending & Req::Resched.bit() != 0 {
+                    vc.pending &= !Req::Resched.bit();
+                    vc.reschedules += 1;
+                    let len = self.c.host_resched;
+                    self.begin(s, v, Phase::Schedule, Some(len));
+                } else {
+                    self.start_service(s, v);
+                }
             }
+            Phase::Schedule => self.start_service(s, v),
             Phase::Service => {
                 // The request just serviced raises what it raises now.
                 if let Some(r) = self.vcpus[v].serving.take() {
@@ -402,6 +508,13 @@ impl KvmModel {
                     self.pmi_latency.record(now - t);
                 }
                 vc.virqs += std::mem::take(&mut vc.virq_injecting) as u64;
+                // sync_pir_to_irr before entry; the guest takes what was posted.
+                let pir = std::mem::take(&mut vc.pir);
+                vc.virqs += pir as u64;
+                self.audit.posted_delivered += pir as u64;
+                for t in vc.pmi_posted.drain(..) {
+                    self.pmi_latency.record(now - t);
+                }
                 if vc.nmi.pending > 0 && !vc.window_armed {
                     // An NMI still pending behind the guest's NMI handler: exit when it IRETs.
                     vc.window_armed = true;
@@ -409,7 +522,7 @@ impl KvmModel {
                 }
                 vc.guest_since = now;
                 self.begin(s, v, Phase::Guest, None);
-                for (i, src) in [Src::PmuOverflow, Src::Ipi, Src::Other].into_iter().enumerate() {
+                for (i, src) in GUEST_TIME.into_iter().enumerate() {
                     let d = self.draw(v, src);
                     if d != NEVER {
                         self.vcpus[v].guest_timers[i] = Some(s.timer_after(d, KvmEv::Src(v as u32, src)));
@@ -417,6 +530,18 @@ impl KvmModel {
                 }
             }
         }
+    }
+
+    /// A pass through the request list begins (after an exit, a cancel or `schedule()`).
+    fn start_service(&mut self, s: &mut Scheduler<KvmEv>, v: usize) {
+        let vc = &mut self.vcpus[v];
+        vc.pos = 0;
+        vc.serving = None;
+        if std::mem::take(&mut vc.after_cancel) {
+            vc.second_pass_since = Some(s.now());
+        }
+        self.begin(s, v, Phase::Service, None);
+        self.service_next(s, v);
     }
 
     /// `kvm_check_request` down the list from the current position; then event injection.
@@ -451,6 +576,11 @@ impl KvmModel {
             vc.virq_injecting = std::mem::take(&mut vc.virq_pending);
         }
         vc.raised_in_window = false;
+        // A cancel's cost includes the pass through the list it forced.
+        if let Some(t) = vc.second_pass_since.take() {
+            vc.lost += s.now() - t;
+        }
+        vc.window_start = s.now();
         self.begin(s, v, Phase::IrqsOff, Some(len + self.c.irqs_off));
     }
 
@@ -479,21 +609,40 @@ impl KvmModel {
                 // One PMI stands for every overflow since the last: latency from the oldest.
                 let t = vc.pmu_marks.front().copied().unwrap_or(now);
                 vc.pmu_marks.clear();
-                match self.lvtpc {
-                    // kvm_apic_local_deliver(LVTPC) in NMI mode -> kvm_inject_nmi().
-                    Lvtpc::Nmi => {
+                match (self.lvtpc, self.apicv) {
+                    // kvm_apic_local_deliver(LVTPC) in NMI mode -> kvm_inject_nmi(): NMIs are never posted.
+                    (Lvtpc::Nmi, _) => {
                         vc.nmi.queued += 1;
                         self.audit.nmis_queued += 1;
                         vc.nmi_origin.push_back((t, true));
                     }
-                    Lvtpc::Fixed => {
+                    (Lvtpc::Fixed, false) => {
                         vc.pmi_fixed.push_back(t);
                         vc.virq_pending += 1;
                     }
+                    // A fixed vector through APICv: a PIR bit, taken at this entry.
+                    (Lvtpc::Fixed, true) => {
+                        vc.pmi_posted.push(t);
+                        vc.pir += 1;
+                        vc.posted += 1;
+                        self.audit.posted += 1;
+                    }
                 }
-                r.raises(self.lvtpc)
+                r.raises(self.lvtpc, self.apicv)
             }
-            _ => r.raises(self.lvtpc),
+            // kvm_pmu_handle_event() -> reprogram_counter(): an emulated increment
+            // that overflowed raises PMI now (`kvm_pmu_incr_counter`).
+            Req::Pmu => {
+                let vc = &mut self.vcpus[v];
+                if vc.pmu_emulated > 0 {
+                    vc.pmu_emulated = 0;
+                    vc.pmu_marks.push_back(now);
+                    Some(requests::EMULATED_EDGE.1)
+                } else {
+                    None
+                }
+            }
+            _ => r.raises(self.lvtpc, self.apicv),
         };
         if let Some(x) = raised {
             self.request(s, v, x, Cause::Req(r));
@@ -515,9 +664,10 @@ impl KvmModel {
         }
         // Attribute the cancel to the first pending request in service order (EVENT last).
         let first = (0..NREQ).filter(|&i| vc.pending & (1 << i) != 0).min_by_key(|&i| self.pos_of[i]).expect("something is pending");
-        let req = if first == Req::Event as usize { Req::Event } else { self.order[self.pos_of[first]] };
+        let req = ALL[first];
         *self.attributed.entry((req, vc.cause[req as usize])).or_default() += 1;
         vc.cancels += 1;
+        vc.lost += s.now() - vc.window_start;
         self.audit.cancels += 1;
         self.audit.attributed += 1;
         // vmx_cancel_injection(): an NMI being injected goes back to pending, re-raising EVENT.
@@ -535,102 +685,6 @@ impl KvmModel {
             vc.pending |= Req::Event.bit();
         }
         self.begin(s, v, Phase::Cancel, Some(self.c.cancel));
-    }
-
-    pub fn reset_stats(&mut self, now: Ps) {
-        for vc in &mut self.vcpus {
-            if vc.phase == Phase::Guest {
-                vc.guest_time += now - vc.guest_since;
-                vc.guest_since = now;
-            }
-            (vc.enters, vc.cancels, vc.exits, vc.lost, vc.guest_time) = (0, 0, 0, 0, 0);
-            vc.nmi.delivered = 0;
-            vc.nmi.dropped = 0;
-            vc.virqs = 0;
-        }
-        self.attributed.clear();
-        self.pmi_latency.reset();
-    }
-
-    pub fn report(&mut self, now: Ps, warmup: Ps, events: u64) -> Report {
-        let span = now - warmup;
-        let secs = ps_to_s(span).max(f64::MIN_POSITIVE);
-        let mut r = Report::default();
-        let mut tot = [0f64; 7];
-        let mut per_vm: BTreeMap<u32, [f64; 3]> = BTreeMap::new();
-        for (i, vc) in self.vcpus.iter_mut().enumerate() {
-            if vc.phase == Phase::Guest {
-                vc.guest_time += now - vc.guest_since;
-                vc.guest_since = now;
-            }
-            let row = [
-                vc.enters as f64,
-                vc.cancels as f64,
-                vc.exits as f64,
-                vc.lost as f64,
-                vc.nmi.delivered as f64,
-                vc.nmi.dropped as f64,
-                vc.virqs as f64,
-            ];
-            for (t, x) in tot.iter_mut().zip(row) {
-                *t += x;
-            }
-            let p = format!("vcpu{i}");
-            r.metric(format!("{p}.vm_enters_per_s"), row[0] / secs);
-            r.metric(format!("{p}.cancels_per_s"), row[1] / secs);
-            r.metric(format!("{p}.exits_per_s"), row[2] / secs);
-            r.metric(format!("{p}.guest_share"), vc.guest_time as f64 / span.max(1) as f64);
-            let e = per_vm.entry(vc.vm).or_default();
-            for k in 0..3 {
-                e[k] += row[k];
-            }
-        }
-        for (vm, e) in per_vm {
-            r.metric(format!("vm{vm}.vm_enters_per_s"), e[0] / secs);
-            r.metric(format!("vm{vm}.cancels_per_s"), e[1] / secs);
-            r.metric(format!("vm{vm}.exits_per_s"), e[2] / secs);
-        }
-        r.metric("sim_s", secs);
-        r.metric("events", events as f64);
-        r.metric("vm_enters", tot[0]);
-        r.metric("vm_enters_per_s", tot[0] / secs);
-        r.metric("cancels", tot[1]);
-        r.metric("cancels_per_s", tot[1] / secs);
-        r.metric("cancels_per_10s", tot[1] / secs * 10.0);
-        r.metric("exits", tot[2]);
-        r.metric("exits_per_s", tot[2] / secs);
-        r.metric("cancel_share_of_enters", if tot[0] + tot[1] > 0.0 { tot[1] / (tot[0] + tot[1]) } else { 0.0 });
-        // Host time spent on cancelled attempts (IRQs-off window + unwind), per vCPU-second.
-        r.metric("guest_time_lost_ns_per_s", tot[3] / 1e3 / secs / self.vcpus.len() as f64);
-        r.metric("nmis_delivered", tot[4]);
-        r.metric("nmis_dropped", tot[5]);
-        // What the guest received: interrupts injected through its APIC, and NMIs. No device writes MSIs here.
-        r.metric("virqs_delivered", tot[6]);
-        r.metric("interrupts", tot[6] + tot[4]);
-        r.metric("interrupts_per_s", (tot[6] + tot[4]) / secs);
-        r.metric("msi_writes", 0.0);
-        // Each cause as a metric (`cancels.REQ.raised_by.REQ2` / `cancels.REQ.source.SRC`)
-        // and as a table row, so front ends need not split the names.
-        let mut causes = Table::new(&["request", "kind", "cause", "cancels", "cancels_per_s"]);
-        let mut keyed: Vec<(String, &'static str, &'static str, &'static str, u64)> = self
-            .attributed
-            .iter()
-            .map(|(&(req, cause), &n)| {
-                let (kind, what) = match cause {
-                    Cause::Req(by) => ("raised_by", by.name()),
-                    Cause::Src(src) => ("source", SRC_NAMES[src as usize]),
-                };
-                (format!("cancels.{}.{kind}.{what}", req.name()), req.name(), kind, what, n)
-            })
-            .collect();
-        keyed.sort();
-        for (key, req, kind, what, n) in keyed {
-            r.metric(key, n as f64);
-            causes.row(vec![req.into(), kind.into(), what.into(), (n as f64).into(), (n as f64 / secs).into()]);
-        }
-        r.table("cancel_causes", causes);
-        r.histogram("pmi_latency", &self.pmi_latency);
-        r
     }
 }
 
@@ -667,6 +721,7 @@ impl Protocol for KvmModel {
     }
 
     fn finish(&mut self, _now: Ps) -> (KvmAudit, Tracer) {
+        self.audit.posted_pending = self.vcpus.iter().map(|v| v.pir as u64).sum();
         (self.audit.clone(), std::mem::replace(&mut self.tracer, Tracer::disabled()))
     }
 }

@@ -12,15 +12,29 @@ pub use super::requests::{Lvtpc, Order};
 #[derive(Clone, Debug, Default, Deserialize, Serialize, JsonSchema)]
 #[serde(deny_unknown_fields)]
 pub struct KvmRates {
-    /// Guest PMU counter overflows (sampling), per second of guest time.
+    /// Guest PMU hardware counter overflows (sampling), per second of guest time:
+    /// the host PMI's perf callback (`kvm_perf_overflow`) raises KVM_REQ_PMI, then KVM_REQ_PMU.
     #[serde(default)]
     pub pmu_overflow: Rate,
+    /// Emulated counter increments that overflow (`kvm_pmu_incr_counter`, on an
+    /// emulated instruction's exit), per second of guest time: servicing
+    /// KVM_REQ_PMU then raises KVM_REQ_PMI.
+    #[serde(default)]
+    pub pmu_emulated_overflow: Rate,
     /// IPIs this vCPU sends to another vCPU of its VM.
     #[serde(default)]
     pub ipi: Rate,
+    /// Device interrupts (MSIs of an assigned or emulated device) for this vCPU,
+    /// raised from another CPU: posted with APICv, KVM_REQ_EVENT + kick without.
+    #[serde(default)]
+    pub device: Rate,
     /// LAPIC timer expiries.
     #[serde(default)]
     pub timer: Rate,
+    /// Host reschedules or signals for the vCPU's thread (TIF_NEED_RESCHED set by
+    /// another CPU): an exit in the guest, a cancel if set before the final check.
+    #[serde(default)]
+    pub host_resched: Rate,
     /// NMIs from other sources (`kvm_inject_nmi`: NMI watchdog, injected by userspace).
     #[serde(default)]
     pub nmi: Rate,
@@ -60,6 +74,10 @@ pub struct KvmCosts {
     /// The guest's NMI handler, during which further NMIs are blocked (until IRET).
     #[serde(default)]
     pub guest_nmi_handler: Time,
+    /// The host's `schedule()` detour when a reschedule is pending before VM-enter
+    /// (`kvm_xfer_to_guest_mode_handle_work`); the other task's time is not modelled.
+    #[serde(default)]
+    pub host_resched: Time,
 }
 
 #[derive(Clone, Debug, Deserialize, Serialize, JsonSchema)]
@@ -73,6 +91,18 @@ pub struct Kvm {
     pub order: Order,
     #[serde(default)]
     pub lvtpc: Lvtpc,
+    /// APICv with posted interrupts (KVM's `enable_apicv`, on by default where the
+    /// CPU has it, e.g. Sapphire Rapids): IPIs and device interrupts set bits in the
+    /// posted-interrupt descriptor (`vmx_deliver_posted_interrupt`), need no
+    /// KVM_REQ_EVENT, reach a running guest without an exit, and a notification
+    /// arriving with interrupts off is taken at VM entry instead of cancelling it.
+    #[serde(default = "crate::scenario::units::yes")]
+    pub apicv: bool,
+    /// Timer interrupts are posted too (`kvm_can_post_timer_interrupt`: APICv,
+    /// `pi_inject_timer` — on by default only with nohz_full housekeeping — and HLT
+    /// or MWAIT in the guest). Off: the timer raises a request as without APICv.
+    #[serde(default)]
+    pub post_timer: bool,
     #[serde(default)]
     pub rates: KvmRates,
     #[serde(default)]
@@ -90,6 +120,9 @@ impl Kvm {
             return err("kvm.vcpus", format!("{}: expected 1 to 1024", k.vcpus));
         }
         super::requests::resolve(&k.order).map_err(|(path, msg)| (format!("kvm.order{path}"), msg))?;
+        if k.post_timer && !k.apicv {
+            return err("kvm.post_timer", "true needs kvm.apicv = true: KVM posts timer interrupts only with APICv");
+        }
         Ok(())
     }
 }

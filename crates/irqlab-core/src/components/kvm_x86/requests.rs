@@ -9,7 +9,8 @@ use serde::{Deserialize, Serialize};
 #[derive(Clone, Debug, Deserialize, Serialize, JsonSchema, PartialEq)]
 #[serde(untagged)]
 pub enum Order {
-    /// `"upstream-before"` (SMI, NMI before PMU, PMI) or `"upstream-after"` (NMI, SMI after PMI).
+    /// `"upstream-before"` (SMI, NMI, PMU, PMI), `"upstream-after"` (the patch as
+    /// the M4 brief gives it: SMI, PMU, PMI, NMI) or `"linux-6.12"` (PMU, PMI, SMI, NMI).
     Preset(String),
     List(Vec<String>),
 }
@@ -32,7 +33,9 @@ pub enum Lvtpc {
 }
 
 /// A request bit. `Event` (KVM_REQ_EVENT) is not in the ordered list: it is
-/// checked by event injection, after the list.
+/// checked by event injection, after the list. `Resched` is not a request bit:
+/// it stands for TIF_NEED_RESCHED or a pending signal, which the final check
+/// (`kvm_vcpu_exit_request` → `xfer_to_guest_mode_work_pending`) also honours.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, PartialOrd, Ord)]
 #[repr(u8)]
 pub enum Req {
@@ -46,6 +49,7 @@ pub enum Req {
     LoadEoiExitmap,
     ApicPageReload,
     Event,
+    Resched,
 }
 
 pub const ORDERED: [Req; 9] = [
@@ -59,7 +63,21 @@ pub const ORDERED: [Req; 9] = [
     Req::LoadEoiExitmap,
     Req::ApicPageReload,
 ];
-pub const NREQ: usize = 10;
+pub const NREQ: usize = 11;
+/// Every request by its bit index.
+pub const ALL: [Req; NREQ] = [
+    Req::StealUpdate,
+    Req::Smi,
+    Req::Nmi,
+    Req::Pmu,
+    Req::Pmi,
+    Req::IoapicEoiExit,
+    Req::ScanIoapic,
+    Req::LoadEoiExitmap,
+    Req::ApicPageReload,
+    Req::Event,
+    Req::Resched,
+];
 
 impl Req {
     pub fn name(self) -> &'static str {
@@ -74,6 +92,7 @@ impl Req {
             Req::LoadEoiExitmap => "LOAD_EOI_EXITMAP",
             Req::ApicPageReload => "APIC_PAGE_RELOAD",
             Req::Event => "EVENT",
+            Req::Resched => "RESCHED",
         }
     }
 
@@ -81,27 +100,49 @@ impl Req {
         1 << self as u8
     }
 
-    /// What servicing this request raises: `kvm_pmu_handle_event` raises PMI
-    /// for an overflowed counter; `kvm_pmu_deliver_pmi` goes through the LVTPC
-    /// (an NMI, or a fixed-vector interrupt: EVENT); `process_nmi` and
-    /// `process_smi` raise EVENT so that injection runs.
-    pub fn raises(self, lvtpc: Lvtpc) -> Option<Req> {
+    /// What servicing this request always raises: `kvm_pmu_deliver_pmi` goes
+    /// through the LVTPC (an NMI: `kvm_inject_nmi`; or a fixed-vector interrupt:
+    /// EVENT, or nothing when APICv posts it); `process_nmi` and `process_smi`
+    /// raise EVENT so that injection runs. PMU is not here: a hardware
+    /// overflow raises PMI itself from the perf callback (`kvm_perf_overflow`),
+    /// and `kvm_pmu_handle_event` raises PMI only when an *emulated* counter
+    /// increment overflows ([`EMULATED_EDGE`]).
+    pub fn raises(self, lvtpc: Lvtpc, apicv: bool) -> Option<Req> {
         match self {
-            Req::Pmu => Some(Req::Pmi),
-            Req::Pmi => Some(match lvtpc {
-                Lvtpc::Nmi => Req::Nmi,
-                Lvtpc::Fixed => Req::Event,
-            }),
+            Req::Pmi => match (lvtpc, apicv) {
+                (Lvtpc::Nmi, _) => Some(Req::Nmi),
+                (Lvtpc::Fixed, false) => Some(Req::Event),
+                (Lvtpc::Fixed, true) => None,
+            },
             Req::Nmi | Req::Smi => Some(Req::Event),
             _ => None,
         }
     }
 }
 
+/// The conditional edge: servicing PMU (`kvm_pmu_handle_event` → `reprogram_counter`)
+/// raises PMI when an emulated counter increment (`kvm_pmu_incr_counter`) overflowed.
+pub const EMULATED_EDGE: (Req, Req) = (Req::Pmu, Req::Pmi);
+
 /// Upstream's order before the change: SMI and NMI are serviced before PMU and PMI.
 pub const UPSTREAM_BEFORE: [Req; 9] = ORDERED;
-/// After "KVM: x86: Service NMI requests after PMI requests in VM-Enter path".
+/// After "KVM: x86: Service NMI requests after PMI requests in VM-Enter path", as
+/// the M4 brief gives it: only the NMI block moves, SMI stays before PMU.
 pub const UPSTREAM_AFTER: [Req; 9] = [
+    Req::StealUpdate,
+    Req::Smi,
+    Req::Pmu,
+    Req::Pmi,
+    Req::Nmi,
+    Req::IoapicEoiExit,
+    Req::ScanIoapic,
+    Req::LoadEoiExitmap,
+    Req::ApicPageReload,
+];
+/// What Debian's linux-source-6.12 has in `vcpu_enter_guest()`
+/// (arch/x86/kvm/x86.c): PMU and PMI above SMI and NMI. SMI's place differs
+/// from the brief's; servicing SMI raises only EVENT, so it changes no cancel.
+pub const LINUX_6_12: [Req; 9] = [
     Req::StealUpdate,
     Req::Pmu,
     Req::Pmi,
@@ -123,9 +164,10 @@ pub fn resolve(o: &Order) -> Result<Vec<Req>, (String, String)> {
         Order::Preset(p) => match p.as_str() {
             "upstream-before" => Ok(UPSTREAM_BEFORE.to_vec()),
             "upstream-after" => Ok(UPSTREAM_AFTER.to_vec()),
+            "linux-6.12" => Ok(LINUX_6_12.to_vec()),
             other => Err((
                 String::new(),
-                format!("unknown preset \"{other}\", expected \"upstream-before\", \"upstream-after\" or a list of request names"),
+                format!("unknown preset \"{other}\", expected \"upstream-before\", \"upstream-after\", \"linux-6.12\" or a list of request names"),
             )),
         },
         Order::List(names) => {
@@ -149,14 +191,18 @@ pub fn resolve(o: &Order) -> Result<Vec<Req>, (String, String)> {
     }
 }
 
-pub type Table = (Vec<&'static str>, Vec<(&'static str, Vec<&'static str>)>, Vec<(&'static str, &'static str)>);
+/// Request names, presets, and edges (from, to, condition: empty when always).
+pub type Table = (Vec<&'static str>, Vec<(&'static str, Vec<&'static str>)>, Vec<(&'static str, &'static str, &'static str)>);
 
 /// The request list, the presets and the "servicing X raises Y" edges (LVTPC in
-/// NMI mode), for front ends that search orders.
+/// NMI mode; the emulated-overflow edge last), for front ends that search orders.
 pub fn table() -> Table {
     let names = |o: &[Req]| o.iter().map(|r| r.name()).collect::<Vec<_>>();
-    let edges = ORDERED.iter().filter_map(|r| r.raises(Lvtpc::Nmi).map(|x| (r.name(), x.name()))).collect();
-    (names(&ORDERED), vec![("upstream-before", names(&UPSTREAM_BEFORE)), ("upstream-after", names(&UPSTREAM_AFTER))], edges)
+    let mut edges: Vec<_> = ORDERED.iter().filter_map(|r| r.raises(Lvtpc::Nmi, true).map(|x| (r.name(), x.name(), ""))).collect();
+    edges.push((EMULATED_EDGE.0.name(), EMULATED_EDGE.1.name(), "when an emulated counter increment overflowed"));
+    let presets =
+        vec![("upstream-before", names(&UPSTREAM_BEFORE)), ("upstream-after", names(&UPSTREAM_AFTER)), ("linux-6.12", names(&LINUX_6_12))];
+    (names(&ORDERED), presets, edges)
 }
 
 #[cfg(test)]
@@ -164,14 +210,18 @@ mod tests {
     use super::*;
 
     #[test]
-    fn presets_differ_only_in_where_smi_and_nmi_go() {
+    fn upstream_after_is_the_patch_order_the_nmi_block_moves_alone() {
         let before = resolve(&Order::Preset("upstream-before".into())).unwrap();
         let after = resolve(&Order::Preset("upstream-after".into())).unwrap();
-        let pos = |o: &[Req], r| o.iter().position(|&x| x == r).unwrap();
-        assert!(pos(&before, Req::Nmi) < pos(&before, Req::Pmi));
-        assert!(pos(&after, Req::Nmi) > pos(&after, Req::Pmi));
-        assert!(pos(&after, Req::Smi) > pos(&after, Req::Pmi));
-        assert_eq!(pos(&before, Req::Pmu), pos(&before, Req::Pmi) - 1);
+        let names = |o: &[Req]| o.iter().map(|r| r.name()).collect::<Vec<_>>().join(" ");
+        assert_eq!(names(&before), "STEAL_UPDATE SMI NMI PMU PMI IOAPIC_EOI_EXIT SCAN_IOAPIC LOAD_EOI_EXITMAP APIC_PAGE_RELOAD");
+        // The brief: service NMI after PMI; SMI stays where it was, before PMU.
+        assert_eq!(names(&after), "STEAL_UPDATE SMI PMU PMI NMI IOAPIC_EOI_EXIT SCAN_IOAPIC LOAD_EOI_EXITMAP APIC_PAGE_RELOAD");
+        // Removing NMI from both leaves the same list: nothing else moved.
+        let without = |o: &[Req]| o.iter().copied().filter(|&r| r != Req::Nmi).collect::<Vec<_>>();
+        assert_eq!(without(&before), without(&after));
+        let l612 = resolve(&Order::Preset("linux-6.12".into())).unwrap();
+        assert_eq!(names(&l612), "STEAL_UPDATE PMU PMI SMI NMI IOAPIC_EOI_EXIT SCAN_IOAPIC LOAD_EOI_EXITMAP APIC_PAGE_RELOAD");
     }
 
     #[test]
@@ -186,10 +236,14 @@ mod tests {
 
     #[test]
     fn the_pmi_chain() {
-        assert_eq!(Req::Pmu.raises(Lvtpc::Nmi), Some(Req::Pmi));
-        assert_eq!(Req::Pmi.raises(Lvtpc::Nmi), Some(Req::Nmi));
-        assert_eq!(Req::Pmi.raises(Lvtpc::Fixed), Some(Req::Event));
-        assert_eq!(Req::Nmi.raises(Lvtpc::Nmi), Some(Req::Event));
-        assert_eq!(Req::ScanIoapic.raises(Lvtpc::Nmi), None);
+        // A hardware overflow raises PMI from the perf callback; PMU servicing raises nothing by itself.
+        assert_eq!(Req::Pmu.raises(Lvtpc::Nmi, true), None);
+        assert_eq!(Req::Pmi.raises(Lvtpc::Nmi, true), Some(Req::Nmi));
+        assert_eq!(Req::Pmi.raises(Lvtpc::Nmi, false), Some(Req::Nmi));
+        assert_eq!(Req::Pmi.raises(Lvtpc::Fixed, false), Some(Req::Event));
+        assert_eq!(Req::Pmi.raises(Lvtpc::Fixed, true), None, "APICv posts a fixed-vector PMI");
+        assert_eq!(Req::Nmi.raises(Lvtpc::Nmi, true), Some(Req::Event));
+        assert_eq!(Req::ScanIoapic.raises(Lvtpc::Nmi, true), None);
+        assert!(table().2.iter().any(|&(a, b, when)| (a, b) == ("PMU", "PMI") && when.contains("emulated")));
     }
 }

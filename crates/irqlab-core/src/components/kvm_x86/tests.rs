@@ -47,6 +47,8 @@ fn go(text: &str) -> RunOutput {
     // No more than two NMIs pending, none delivered that was not queued and kept.
     assert!(a.max_nmi_pending <= 2);
     assert!(a.nmis_delivered <= a.nmis_queued - a.nmis_dropped);
+    // Every posted interrupt reaches the guest or is still in a PIR at the end.
+    assert_eq!(a.posted, a.posted_delivered + a.posted_pending);
     out
 }
 
@@ -74,8 +76,76 @@ fn with_the_changed_order_the_pmi_chain_never_cancels() {
 }
 
 #[test]
+fn hardware_overflows_cancel_once_each_before_and_never_after_with_apicv() {
+    // Overflows, IPIs and device interrupts; no timer, so nothing else can cancel.
+    let rates = "pmu_overflow = 1500\nipi = 800\ndevice = 800\nother_exits = 500";
+    let before = go(&scenario("\"upstream-before\"", rates, "apicv = true"));
+    let m = &before.report.metrics;
+    assert!(m["cancels"] > 1000.0);
+    assert_eq!(m["cancels"], m["cancels.NMI.raised_by.PMI"], "every cancel is the PMI chain");
+    assert_eq!(m["cancels"], m["nmis_delivered"], "one cancel per overflow's NMI");
+    let after = go(&scenario("\"upstream-after\"", rates, "apicv = true"));
+    assert_eq!(after.report.metrics["cancels"], 0.0);
+    assert!(after.report.metrics["nmis_delivered"] > 1000.0);
+    assert!(after.report.metrics["posted_interrupts"] > 1000.0);
+}
+
+#[test]
+fn a_posted_interrupt_in_the_window_does_not_cancel_a_kvm_req_event_one_does() {
+    let rates = "ipi = 20000\ndevice = 20000";
+    let long_window = |t: String| t.replace("irqs_off = \"300ns\"", "irqs_off = \"5us\"");
+    let posted = go(&long_window(scenario("\"upstream-after\"", rates, "apicv = true")));
+    let a = posted.kvm.as_ref().unwrap();
+    assert!(a.posted_in_window > 100, "{}", a.posted_in_window);
+    assert_eq!(a.cancels, 0, "a notification with interrupts off is taken at VM entry");
+    let event = go(&long_window(scenario("\"upstream-after\"", rates, "apicv = false")));
+    let (a, m) = (event.kvm.as_ref().unwrap(), &event.report.metrics);
+    assert_eq!(a.posted, 0);
+    assert!(a.window_raises > 100);
+    assert!(m["cancels.EVENT.source.device"] > 0.0 && m["cancels.EVENT.source.ipi"] > 0.0);
+}
+
+#[test]
+fn a_host_reschedule_raised_in_the_window_cancels() {
+    let t = scenario("\"upstream-after\"", "host_resched = 20000", "")
+        .replace("irqs_off = \"300ns\"", "irqs_off = \"5us\"")
+        .replace("guest_nmi_handler = \"3us\"", "guest_nmi_handler = \"3us\"\nhost_resched = \"2us\"");
+    let out = go(&t);
+    let m = &out.report.metrics;
+    assert!(m["cancels.RESCHED.source.host_resched"] > 100.0);
+    assert_eq!(m["cancels"], m["cancels.RESCHED.source.host_resched"]);
+    // Each is then handled by schedule() before the next attempt.
+    assert!(m["host_reschedules"] >= m["cancels"]);
+}
+
+#[test]
+fn pmu_servicing_raises_pmi_only_for_emulated_overflows() {
+    // PMI checked before PMU: an emulated overflow's PMI is raised after its check.
+    let pmi_first = "[\"STEAL_UPDATE\", \"SMI\", \"PMI\", \"PMU\", \"NMI\", \"IOAPIC_EOI_EXIT\", \"SCAN_IOAPIC\", \"LOAD_EOI_EXITMAP\", \"APIC_PAGE_RELOAD\"]";
+    let emulated = go(&scenario(pmi_first, "pmu_emulated_overflow = 1000", ""));
+    let m = &emulated.report.metrics;
+    assert!(m["cancels.PMI.raised_by.PMU"] > 500.0);
+    assert_eq!(m["cancels"], m["cancels.PMI.raised_by.PMU"]);
+    // Hardware overflows raise PMI themselves: that order costs them nothing.
+    let hardware = go(&scenario(pmi_first, "pmu_overflow = 1000", ""));
+    assert_eq!(hardware.report.metrics["cancels"], 0.0);
+    assert!(hardware.report.metrics["nmis_delivered"] > 500.0);
+}
+
+#[test]
+fn lost_time_counts_the_window_the_unwind_and_the_second_pass() {
+    // Old order, overflows only: each cancel wastes the IRQs-off window (300 ns), the
+    // unwind (400 ns) and the pass that services NMI (150 ns).
+    let out = go(&scenario("\"upstream-before\"", "pmu_overflow = 1000", "").replace("warmup = \"100ms\"", "warmup = \"0s\""));
+    let m = &out.report.metrics;
+    let lost_ns = m["guest_time_lost_ns_per_s"] * m["sim_s"] * 4.0;
+    let per_cancel = lost_ns / m["cancels"];
+    assert!((per_cancel - 850.0).abs() < 1.0, "{per_cancel} ns per cancel");
+}
+
+#[test]
 fn fixed_lvtpc_raises_event_not_nmi() {
-    let out = go(&scenario("\"upstream-before\"", "pmu_overflow = 1000", "lvtpc = \"fixed\""));
+    let out = go(&scenario("\"upstream-before\"", "pmu_overflow = 1000", "lvtpc = \"fixed\"\napicv = false"));
     let m = &out.report.metrics;
     assert_eq!(m["nmis_delivered"], 0.0);
     assert_eq!(m["cancels"], 0.0, "EVENT is checked after the list");
@@ -121,16 +191,22 @@ proptest! {
     #[test]
     fn invariants_hold_for_any_order_and_rates(
         perm in Just((0..9usize).collect::<Vec<_>>()).prop_shuffle(),
-        rates in proptest::collection::vec(0u32..3000, 6),
+        rates in proptest::collection::vec(0u32..3000, 9),
         fixed in any::<bool>(),
+        apicv in any::<bool>(),
+        post_timer in any::<bool>(),
     ) {
         let names: Vec<String> = perm.iter().map(|&i| format!("\"{}\"", super::requests::ORDERED[i].name())).collect();
         let r = format!(
-            "pmu_overflow = {}\nipi = {}\ntimer = {}\nnmi = {}\nsmi = {}\nother_exits = {}",
-            rates[0], rates[1], rates[2], rates[3] * 10, rates[4] / 10, rates[5]
+            "pmu_overflow = {}\nipi = {}\ntimer = {}\nnmi = {}\nsmi = {}\nother_exits = {}\ndevice = {}\nhost_resched = {}\npmu_emulated_overflow = {}",
+            rates[0], rates[1], rates[2], rates[3] * 10, rates[4] / 10, rates[5], rates[6], rates[7] / 10, rates[8] / 10
         );
-        let extra = if fixed { "lvtpc = \"fixed\"" } else { "" };
-        go(&scenario(&format!("[{}]", names.join(", ")), &r, extra).replace("duration = \"2s\"", "duration = \"300ms\""));
+        let extra = format!(
+            "lvtpc = \"{}\"\napicv = {apicv}\npost_timer = {}",
+            if fixed { "fixed" } else { "nmi" },
+            apicv && post_timer
+        );
+        go(&scenario(&format!("[{}]", names.join(", ")), &r, &extra).replace("duration = \"2s\"", "duration = \"300ms\""));
     }
 }
 
