@@ -13,17 +13,24 @@ from helpers import assert_ok, assert_user_error, run_cli
 FIGURES = ["m1-gettid", "m1-sched-yield"]
 
 
-def test_m1_figures_pass(tmp_path: Path) -> None:
+def test_m1_fits_reproduce_and_the_prediction_follows_the_kernel_counts(tmp_path: Path) -> None:
     args = ["reproduce", "--out", tmp_path]
     for f in FIGURES:
         args += ["--only", f]
     p = run_cli(*args)
     assert_ok(p)
     rows = json.loads((tmp_path / "figures.json").read_text())["figures"]
-    assert len(rows) == 4 and all(r["within_tolerance"] for r in rows)
     by_name = {r["name"]: r for r in rows}
-    # Pseudo-NMI costs sched_yield throughput (its PMR writes on every pass).
-    assert by_name["sched_yield pmr"]["simulated"] < 0.9 * by_name["sched_yield daif"]["simulated"]
+    assert len(rows) == 4 and all(r["within_tolerance"] for r in rows if r["kind"] == "fit")
+    # The prediction: sched_yield pays 13 + 2/48 PMR/RPR accesses where gettid pays
+    # 9 + 2/48 (docs/m1-exception-paths.md), at the access cost fitted on gettid.
+    # Published 2,253,753 ops/s; the kernel's counts give about 2.38 M (+5.7 %),
+    # a miss the docs explain. A wrong count moves it by about 2 % per access.
+    daif_ns = 1e9 / by_name["sched_yield daif"]["simulated"]
+    access = (252.5 - 178.4) / (9 + 2 / 48)
+    expected = 1e9 / (daif_ns + (13 + 2 / 48) * access)
+    assert by_name["sched_yield pmr"]["simulated"] == pytest.approx(expected, rel=2e-3)
+    assert by_name["sched_yield pmr"]["error"] == pytest.approx(0.057, abs=0.005)
 
 
 def test_pseudo_nmi_tax_follows_exception_density() -> None:
@@ -41,7 +48,7 @@ def test_pseudo_nmi_tax_follows_exception_density() -> None:
 
     dense, tax = ratio("18.4ns")
     sparse, tax2 = ratio("1802.4ns")
-    assert tax == tax2 == pytest.approx(74.1)
+    assert tax == tax2 == pytest.approx(74.1, rel=1e-3)
     assert dense == pytest.approx(178.4 / 252.5, rel=1e-3)
     assert sparse == pytest.approx(1962.4 / (1962.4 + 74.1), rel=1e-3)
 
@@ -76,7 +83,7 @@ def test_whatif_tables(tmp_path: Path) -> None:
     t = doc["throughput"]
     assert [r["cpus"] for r in t] == [1, 4]
     assert all(0.9 < r["throughput_ratio"] < 1 for r in t)
-    assert t[0]["tax_ns_per_exception"] == pytest.approx(74.1)
+    assert t[0]["tax_ns_per_exception"] == pytest.approx(74.1, rel=1e-3)
     reach = {(r["wedge"], r["mechanism"], r["sdei_dispatch_ns"]): r for r in doc["reachability"]}
     assert not reach[("daif", "ipi", None)]["reached"]
     assert not reach[("daif", "pseudo-nmi", None)]["reached"]

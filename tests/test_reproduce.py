@@ -50,6 +50,8 @@ def figures(tmp_path, small, measured):
     base = small.read_text()
     (d / "good.toml").write_text(base + expect("interrupts_per_s", measured * 1.02, 0.05, "good-rate", "1/s"))
     (d / "bad.toml").write_text(base + expect("interrupts_per_s", measured * 10, 0.01, "bad-rate", "1/s"))
+    fit = 'kind = "fit"\nfitted = ["source.0.rate"]\n'
+    (d / "badfit.toml").write_text(base + expect("interrupts_per_s", measured * 10, 0.01, "bad-fit", "1/s", fit))
     return d
 
 
@@ -79,17 +81,29 @@ def test_a_matching_figure_passes_with_a_full_report(figures, tmp_path, measured
     assert not list(out.glob(".*.tmp")), "temp files left behind"
 
 
-def test_a_figure_out_of_tolerance_exits_1_and_is_reported(figures, tmp_path):
+def test_a_fit_that_does_not_reproduce_exits_1_and_is_reported(figures, tmp_path):
     out = tmp_path / "report"
     p = run_cli("reproduce", "--figures", figures, "--out", out)
     assert p.returncode == 1, p.stdout + p.stderr
     assert "Traceback" not in p.stderr
     figs = {f["name"]: f for f in json.loads((out / "figures.json").read_text())["figures"]}
-    assert set(figs) == {"good-rate", "bad-rate"}
+    assert set(figs) == {"good-rate", "bad-rate", "bad-fit"}
     assert figs["good-rate"]["within_tolerance"] is True
-    assert figs["bad-rate"]["within_tolerance"] is False
+    assert figs["bad-rate"]["within_tolerance"] is False and figs["bad-fit"]["within_tolerance"] is False
     assert figs["bad-rate"]["error"] == pytest.approx(-0.9)
-    assert "FAIL" in p.stdout and "bad-rate" in (out / "index.html").read_text()
+    assert "FAIL" in p.stdout and "miss" in p.stdout
+    page = (out / "index.html").read_text()
+    assert "bad-rate" in page and "bad-fit" in page
+
+
+def test_a_prediction_that_misses_is_a_result_unless_strict(figures, tmp_path):
+    out = tmp_path / "report"
+    p = run_cli("reproduce", "--figures", figures, "--only", "good", "--only", "bad", "--out", out)
+    assert_ok(p)
+    assert "miss" in p.stdout and "FAIL" not in p.stdout
+    assert "1 of 2 predictions within tolerance; 0 of 0 fits reproduced" in p.stdout
+    p = run_cli("reproduce", "--figures", figures, "--only", "good", "--only", "bad", "--out", out, "--strict")
+    assert p.returncode == 1, p.stdout + p.stderr
 
 
 def test_no_figures_writes_an_empty_report_and_warns(tmp_path):
@@ -181,9 +195,13 @@ def test_bundled_figures_count_predictions_apart_from_fits(tmp_path) -> None:
     c = doc["counts"]
     # 11 figures reproduce a value fitted on them (or copied from them), 4 are predictions.
     assert (c["fits"], c["predictions"]) == (11, 4), c
-    assert c["fits_reproduced"] == 11 and c["predictions_within_tolerance"] == 4
+    assert c["fits_reproduced"] == 11
+    # sched_yield under pseudo-NMI misses by about +5.7 % with the PMR accesses
+    # counted from the kernel (docs/m1-masking-and-nmi.md); the others hold.
+    missed = sorted(f["name"] for f in doc["figures"] if not f["within_tolerance"])
+    assert missed == ["sched_yield pmr"], missed
     assert all(f["fitted"] for f in doc["figures"] if f["kind"] == "fit")
-    assert "4 of 4 predictions within tolerance; 11 of 11 fits reproduced" in p.stdout
+    assert "3 of 4 predictions within tolerance; 11 of 11 fits reproduced" in p.stdout
     page = (out / "index.html").read_text()
     assert "fit: fabric.msi_write, fabric.dma_write" in page
 

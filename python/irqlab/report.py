@@ -16,7 +16,7 @@ from typing import Any
 from matplotlib.figure import Figure
 from matplotlib.ticker import EngFormatter, MaxNLocator
 
-from .reproduce import FigureRun
+from .reproduce import FigureRun, verdict
 
 MAX_SERIES_PER_RUN = 12  # a page of 50 plots helps nobody; the JSON has the rest
 
@@ -173,7 +173,7 @@ def render(rows: Sequence[dict[str, Any]], runs: Sequence[FigureRun], version: s
                 f'<td class="l">{escape(r["metric"])}</td>'
                 f"<td>{_fmt(r['published'])}</td><td>{_fmt(r['simulated'])}</td><td>{escape(r['unit'])}</td>"
                 f"<td>{err}</td><td>&plusmn;{r['tolerance']:.2%}</td>"
-                f'<td class="v">{"pass" if ok else "FAIL"}</td><td class="l">{escape(r["source"])}</td></tr>'
+                f'<td class="v">{verdict(r)}</td><td class="l">{escape(r["source"])}</td></tr>'
             )
         out.append("</table>")
         out.append('<h2>Published vs simulated</h2><div class="plots">')

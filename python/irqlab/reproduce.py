@@ -180,6 +180,13 @@ def counts(rows: Sequence[dict[str, Any]]) -> dict[str, int]:
     }
 
 
+def verdict(row: dict[str, Any]) -> str:
+    """pass; a fit that does not reproduce FAILs; a prediction out of tolerance is a miss."""
+    if row["within_tolerance"]:
+        return "pass"
+    return "FAIL" if row["kind"] == "fit" else "miss"
+
+
 def summary(rows: Sequence[dict[str, Any]]) -> str:
     c = counts(rows)
     return (

@@ -12,7 +12,7 @@ use crate::engine::trace::{Tracer, TrackId};
 use crate::engine::{Model, Protocol, Scheduler};
 use crate::platform::cpu::{Cpu, Frame, Level, Mask, Prio, Work};
 use crate::platform::fabric::Fabric;
-use crate::platform::pmr::{default_irq_pairs, PmrTax};
+use crate::platform::pmr::PmrTax;
 use crate::platform::source::Source;
 use crate::scenario::{Arrival, Masking, Scenario};
 use crate::workload::TaskState;
@@ -211,7 +211,7 @@ impl<P: Parts> Machine<P> {
             Masking::Daif => PmrTax::default(),
             Masking::Pmr => PmrTax::new(cost(sc.cpu.pmr.access), cost(sc.cpu.pmr.dsb), sc.cpu.pmr.pmhe),
         };
-        let irq_entry = sc.cpu.irq_entry.ps() + pmr.entry + pmr.irq;
+        let irq_entry = sc.cpu.irq_entry.ps() + pmr.irq_entry;
         let irq_exit = sc.cpu.irq_exit.ps() + pmr.exit;
         let mut srcs = Vec::new();
         let src_groups: Vec<String> = sc.sources.iter().map(|s| s.name.clone()).collect();
@@ -246,14 +246,14 @@ impl<P: Parts> Machine<P> {
                     level,
                     work: t.work.ps(),
                     kind: t.exception,
-                    // The IRQs-off pairs' PMR writes lengthen the body (no-op under DAIF).
-                    body: t.body.ps() + t.irq_pairs.unwrap_or(default_irq_pairs(t.exception)) as u64 * pmr.pair,
+                    // The IRQs-off sections' PMR accesses lengthen the body (no-op under DAIF).
+                    body: t.body.ps() + pmr.body(t.exception, t.irq_pairs),
                     irqs_off: t.irqs_off.ps(),
                     irqs_off_mask: match t.irqs_off_with.unwrap_or(sc.cpu.masking) {
                         Masking::Daif => Mask::Daif,
                         Masking::Pmr => Mask::Pmr,
                     },
-                    pmr_tax: pmr.per_op(t.irq_pairs.unwrap_or(default_irq_pairs(t.exception))),
+                    pmr_tax: pmr.per_op(t.exception, t.irq_pairs),
                     saved: None,
                     ops: 0,
                     op_start: 0,

@@ -89,8 +89,9 @@ pub struct Task {
     /// sets PSTATE.I itself (`local_daif_mask`), which pseudo-NMI cannot reach.
     #[serde(default)]
     pub irqs_off_with: Option<Masking>,
-    /// `local_irq_disable/enable` pairs on one pass of the exception path; by
-    /// default syscall 1, pagefault 1, yield 3, none 0 (docs/m1-masking-and-nmi.md).
+    /// IRQs-off sections in C on one pass of the exception's kernel work, each
+    /// counted as a `local_irq_disable/enable` pair. By default the kernel's own
+    /// for the exception kind, as read from Linux 6.12 (docs/m1-exception-paths.md).
     #[serde(default)]
     pub irq_pairs: Option<u32>,
 }
