@@ -74,10 +74,12 @@ pub struct PmrCosts {
 #[derive(Clone, Debug, Default, Deserialize, Serialize, JsonSchema)]
 #[serde(deny_unknown_fields)]
 pub struct SdeiCosts {
-    /// The requester's SMC into EL3 until the event is marked for the target PE.
+    /// One SMC on the requester into EL3 until the event is marked for one target
+    /// PE: `SDEI_EVENT_SIGNAL` names a single PE, so signalling n targets takes n
+    /// SMCs one after another on the requesting CPU. An assumption (no figure).
     #[serde(default)]
     pub signal: Time,
-    /// Firmware entry on the target PE and dispatch to the registered EL1 handler.
+    /// Firmware entry on the target PE and dispatch to the registered EL1 handler. An assumption.
     #[serde(default)]
     pub dispatch: Time,
     /// `SDEI_EVENT_COMPLETE`: the handler's SMC back to firmware and the return to the interrupted context.

@@ -24,6 +24,9 @@ crate::part_events! {
     pub enum CallEv {
         /// The requester sends its next signal (the argument is the call's index).
         Signal,
+        /// One `SDEI_EVENT_SIGNAL` SMC returns: the event is pending for its
+        /// target PE (the argument is the target's source).
+        SdeiSignalled,
     }
 }
 
@@ -52,6 +55,10 @@ pub struct CallState {
     pub reached: Vec<Option<(Ps, u32)>>,
     pub handler_runs: u64,
     pub signals_sent: u64,
+    /// `cpu.sdei.signal`: one SMC on the requester per target PE, one after another.
+    pub smc: Ps,
+    /// The requester's time in those SMCs.
+    pub smc_busy: Ps,
 }
 
 impl CallState {
@@ -81,7 +88,8 @@ impl Component for CrossCalls {
                     Mechanism::Ipi => (Prio::Normal, irq_entry, irq_exit, sc.cpu.sgi_latency.ps()),
                     Mechanism::PseudoNmi => (Prio::Nmi, irq_entry, irq_exit, sc.cpu.sgi_latency.ps()),
                     Mechanism::Nmi => (Prio::Super, irq_entry, irq_exit, sc.cpu.sgi_latency.ps()),
-                    Mechanism::Sdei => (Prio::Super, sc.cpu.sdei.dispatch.ps(), sc.cpu.sdei.complete.ps(), sc.cpu.sdei.signal.ps()),
+                    // The SMCs' time is paid when the requester signals (`signal`), not as a latency.
+                    Mechanism::Sdei => (Prio::Super, sc.cpu.sdei.dispatch.ps(), sc.cpu.sdei.complete.ps(), 0),
                 };
                 for (j, &cpu) in targets.iter().enumerate() {
                     let arg = me.sources.len() as u32;
@@ -106,6 +114,8 @@ impl Component for CrossCalls {
                 rep: 0,
                 handler_runs: 0,
                 signals_sent: 0,
+                smc: sc.cpu.sdei.signal.ps(),
+                smc_busy: 0,
             });
         }
         me
@@ -120,6 +130,7 @@ impl Component for CrossCalls {
     fn handle<P: Has<Self>>(m: &mut Machine<P>, s: &mut Scheduler<Ev>, ev: CallEv, k: u32) {
         match ev {
             CallEv::Signal => signal(m, s, k),
+            CallEv::SdeiSignalled => m.raise_direct(s, k),
         }
     }
 
@@ -153,7 +164,8 @@ fn signal<P: Has<CrossCalls>>(m: &mut Machine<P>, s: &mut Scheduler<Ev>, k: u32)
         return;
     }
     let n = call.targets.len();
-    let base = call.stage as usize * n;
+    let stage = call.stage as usize;
+    let base = stage * n;
     let to_signal: Vec<u32> = (0..n).filter(|&j| call.reached[j].is_none()).map(|j| call.srcs[base + j]).collect();
     call.signals_sent += 1;
     call.rep += 1;
@@ -168,6 +180,16 @@ fn signal<P: Has<CrossCalls>>(m: &mut Machine<P>, s: &mut Scheduler<Ev>, k: u32)
     };
     if let Some(t) = next {
         s.at(t.max(now), P::ev(CallEv::Signal, k));
+    }
+    if call.mechanisms[stage] == Mechanism::Sdei {
+        // SDEI_EVENT_SIGNAL names one PE: the requester makes one SMC per target,
+        // in turn, so the last target's event is marked n SMCs later.
+        let smc = call.smc;
+        call.smc_busy += smc * to_signal.len() as Ps;
+        for (rank, i) in to_signal.into_iter().enumerate() {
+            s.at(now + (rank as Ps + 1) * smc, P::ev(CallEv::SdeiSignalled, i));
+        }
+        return;
     }
     for i in to_signal {
         m.raise_direct(s, i);
@@ -198,6 +220,7 @@ impl CrossCalls {
             r.metric(format!("{p}.all_reached"), (reached.len() == call.targets.len()) as u8 as f64);
             r.metric(format!("{p}.handler_runs"), call.handler_runs as f64);
             r.metric(format!("{p}.signals"), call.signals_sent as f64);
+            r.metric(format!("{p}.requester_smc_ns"), call.smc_busy as f64 / 1e3);
             for (stage, m) in call.mechanisms.iter().enumerate() {
                 let by = reached.iter().filter(|(_, st)| *st as usize == stage).count();
                 r.metric(format!("{p}.reached_by.{}", m.name()), by as f64);

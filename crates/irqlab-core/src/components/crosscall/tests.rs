@@ -113,3 +113,43 @@ fn unmasking_delivers_the_held_back_ipi_exactly_once() {
     let lat = wedged_latency_ns(&m);
     assert!(lat > 89e6 && lat < 91e6, "held back until the wedge ends, got {lat}");
 }
+
+/// An SDEI cross-call from CPU 0 to every other CPU of an idle `cpus`-CPU machine.
+fn sdei_to_all(cpus: u32) -> BTreeMap<String, f64> {
+    let toml = format!(
+        r#"
+name = "sdei-fanout"
+duration = "1ms"
+[platform]
+cpus = {cpus}
+[cpu.sdei]
+signal = "2us"
+dispatch = "5us"
+complete = "1us"
+[[crosscall]]
+name = "stop"
+at = "100us"
+mechanisms = ["sdei"]
+handler = "2us"
+"#
+    );
+    let sc = crate::load(&toml, "sdei.toml", &[]).expect("valid scenario");
+    let out = run(&sc, RunOptions { audit: true, ..Default::default() });
+    assert_eq!(out.audit.double_deliveries, 0);
+    out.report.metrics
+}
+
+#[test]
+fn sdei_signals_one_target_per_smc_so_time_to_all_grows_with_targets() {
+    let mut last = 0.0;
+    for cpus in [2, 3, 5, 9, 17] {
+        let m = sdei_to_all(cpus);
+        let n = (cpus - 1) as f64;
+        assert_eq!(m["crosscall.stop.all_reached"], 1.0);
+        // The last target's event is marked after n SMCs of 2 µs, then dispatched (5 µs).
+        assert_eq!(m["crosscall.stop.time_to_all_ns"], n * 2000.0 + 5000.0, "{cpus} CPUs");
+        assert_eq!(m["crosscall.stop.requester_smc_ns"], n * 2000.0);
+        assert!(m["crosscall.stop.time_to_all_ns"] > last);
+        last = m["crosscall.stop.time_to_all_ns"];
+    }
+}
