@@ -60,7 +60,8 @@ def test_a_matching_figure_passes_with_a_full_report(figures, tmp_path, measured
     p = run_cli("reproduce", "--figures", figures, "--only", "good", "--out", out)
     assert_ok(p)
     doc = json.loads((out / "figures.json").read_text())
-    assert list(doc) == ["figures", "counts"]
+    assert list(doc) == ["figures", "counts", "provenance"]
+    assert doc["provenance"]["irqlab"] == irqlab.__version__ and doc["provenance"]["commit"]
     assert doc["counts"] == {"predictions": 1, "predictions_within_tolerance": 1, "fits": 0, "fits_reproduced": 0}
     [fig] = doc["figures"]
     assert set(fig) >= FIELDS

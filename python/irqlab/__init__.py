@@ -46,10 +46,15 @@ def run(
     seed: int | None = None,
     trace: bool = False,
 ) -> tuple[dict[str, Any], bytes | None]:
-    """Run the scenario at `path`; returns (result dict, Perfetto trace bytes or None)."""
+    """Run the scenario at `path`; returns (result dict, Perfetto trace bytes or None).
+    The result carries its `provenance` (irqlab.provenance)."""
+    from . import provenance
+
     text, origin = _read(path)
-    result, trace_bytes = _core.run(text, origin, list(overrides), seed, trace)
+    overrides = list(overrides)
+    result, trace_bytes = _core.run(text, origin, overrides, seed, trace)
     doc: dict[str, Any] = json.loads(result)
+    doc["provenance"] = provenance.build(text, origin, overrides, metrics=[*doc["metrics"], *doc["histograms"]])
     return doc, trace_bytes
 
 

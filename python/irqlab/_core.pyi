@@ -20,6 +20,7 @@ __all__ = [
     "run",
     "run_replay",
     "schema",
+    "zero_costs",
 ]
 
 __version__: str
@@ -46,6 +47,7 @@ def run_replay(
 def schema() -> str:
     """The JSON Schema of the scenario format."""
 
+def zero_costs(text: str, origin: str, overrides: list[str] = ...) -> list[tuple[str, list[str]]]: ...
 def kvm_requests() -> tuple[list[str], list[tuple[str, list[str]]], list[tuple[str, str, str]]]:
     """KVM's request list: (names in upstream's old order, [(preset, names)], [(request, what servicing it raises)])."""
 

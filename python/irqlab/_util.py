@@ -119,6 +119,15 @@ def time_ns(t: str) -> float:
     return _core.parse_time_ps(t) / 1e3
 
 
+def measured_keys(specs: Sequence[str] | None) -> dict[str, str]:
+    """The keys `--set-from` sets, and where each value comes from (`FILE:METRIC`)."""
+    out = {}
+    for spec in specs or []:
+        src, _, key = spec.rpartition("=")
+        out[key.strip()] = src
+    return out
+
+
 def set_from(specs: Sequence[str] | None) -> list[str]:
     """`--set-from FILE:METRIC=KEY.PATH`: a value from a result JSON (e.g. `irqlab
     measure syscall --json`) becomes the override `KEY.PATH=VALUE`; metrics in

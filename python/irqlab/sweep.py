@@ -15,6 +15,7 @@ import pyarrow.parquet as pq
 
 from . import _core
 from ._util import UserError, one_line
+from .provenance import commit
 
 BACKENDS = ("local", "ray", "dask")
 # Histogram statistics copied into the table: latency percentiles are what a
@@ -251,6 +252,7 @@ def to_table(sweep: Sweep, results: list[dict[str, Any]]) -> pa.Table:
     meta = {
         "irqlab.scenario": results[0].get("scenario", "") if results else "",
         "irqlab.version": _core.__version__,
+        "irqlab.commit": commit(),
         "irqlab.grid": json.dumps(sweep.axes),
     }
     return table.replace_schema_metadata(meta)

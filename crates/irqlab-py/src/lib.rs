@@ -61,6 +61,14 @@ fn run(py: Python<'_>, text: &str, origin: &str, overrides: Vec<String>, seed: O
     Ok((json, bytes))
 }
 
+/// The zero costs a scenario's results depend on: [(key path, [metric globs])].
+#[pyfunction]
+#[pyo3(signature = (text, origin, overrides=vec![]))]
+fn zero_costs(text: &str, origin: &str, overrides: Vec<String>) -> PyResult<Vec<(String, Vec<&'static str>)>> {
+    let sc = load(text, origin, overrides)?;
+    guarded(|| irqlab_core::scenario::provenance::zero_costs(&sc))
+}
+
 /// KVM's request list: (the names in upstream's old order, {preset: names},
 /// [(request, what servicing it raises with LVTPC in NMI mode)]).
 #[pyfunction]
@@ -135,6 +143,7 @@ fn _core(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add_function(wrap_pyfunction!(run, m)?)?;
     m.add_function(wrap_pyfunction!(schema, m)?)?;
     m.add_function(wrap_pyfunction!(kvm_requests, m)?)?;
+    m.add_function(wrap_pyfunction!(zero_costs, m)?)?;
     m.add_function(wrap_pyfunction!(host_gettid_ns, m)?)?;
     m.add_function(wrap_pyfunction!(run_replay, m)?)?;
     m.add_function(wrap_pyfunction!(host_sched_yield_ops, m)?)?;

@@ -9,6 +9,7 @@ from typing import Any
 
 from rich import box
 from rich.console import Console
+from rich.markup import escape
 from rich.table import Table
 
 from .._util import atomic_write
@@ -68,14 +69,34 @@ def hist_table(hists: dict[str, dict[str, Any]]) -> Table:
 
 
 def print_result(result: dict[str, Any]) -> None:
-    """A human summary of a result: metrics, then histogram percentiles."""
-    out.print(f"[bold]{result.get('scenario', '?')}[/bold]  seed {result.get('seed')}  irqlab {result.get('version')}")
+    """A human summary of a result: where it comes from, metrics, then histogram percentiles."""
+    prov = result.get("provenance") or {}
+    name = escape(str(result.get("scenario", "?")))
+    head = f"[bold]{name}[/bold]  seed {result.get('seed')}  irqlab {result.get('version')}"
+    if prov:
+        head += f" ({prov.get('commit')})"
+    out.print(head)
+    if prov:
+        from ..provenance import counts
+
+        c = counts(prov)
+        n_over = len(prov.get("overrides", []))
+        parts = [f"{c[k]} {k}" for k in ("fitted", "measured", "sourced", "set", "assumed", "default") if c.get(k)]
+        out.print(f"parameters: {', '.join(parts)}; {n_over} override(s)", markup=False)
+    flagged: dict[str, list[str]] = prov.get("flagged_metrics", {})
     mt = Table(title="metrics", title_justify="left", box=box.SIMPLE_HEAD)
     mt.add_column("metric")
     mt.add_column("value", justify="right")
     for k, v in result.get("metrics", {}).items():
-        mt.add_row(k, fmt(v))
+        mt.add_row(k + (" *" if k in flagged else ""), fmt(v))
     out.print(mt)
+    zero = prov.get("zero_default_costs", {})
+    if flagged:
+        err.print(
+            f"* depends on a cost left at its zero default: {', '.join(sorted(zero))}",
+            markup=False,
+            soft_wrap=True,
+        )
     hists = result.get("histograms", {})
     if hists:
         out.print(hist_table(hists))

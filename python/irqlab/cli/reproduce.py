@@ -11,6 +11,7 @@ from rich.table import Table
 
 from .. import SCENARIOS_DIR, _core
 from .._util import atomic_write, progress
+from ..provenance import commit
 from ..reproduce import verdict as figure_verdict
 from . import app, check_workers, user_errors
 from .render import dump, err, fmt, out
@@ -44,7 +45,8 @@ def reproduce(
         repro.execute(runs, workers or os.cpu_count() or 1, advance)
     rows = [row for r in runs for row in repro.check(r, runs)]
     page = report.render(rows, runs, _core.__version__)
-    atomic_write(out_dir / "figures.json", dump({"figures": rows, "counts": repro.counts(rows)}))
+    made_by = {"irqlab": _core.__version__, "commit": commit()}
+    atomic_write(out_dir / "figures.json", dump({"figures": rows, "counts": repro.counts(rows), "provenance": made_by}))
     atomic_write(out_dir / "index.html", page)
 
     if not rows:

@@ -9,8 +9,8 @@ from typing import Annotated
 
 import typer
 
-from .. import _core
-from .._util import UserError, atomic_write, check_overrides, read_scenario, set_from
+from .. import _core, provenance
+from .._util import UserError, atomic_write, check_overrides, measured_keys, read_scenario, set_from
 from . import JsonOpt, ScenarioArg, SeedOpt, SetFromOpt, SetOpt, app, check_seed, user_errors
 from .render import dump, out, print_result, to_stdout, write_json
 
@@ -30,6 +30,9 @@ def run(
     overrides = set_from(set_from_) + check_overrides(set_)
     raw, trace = _core.run(text, origin, overrides, check_seed(seed), trace_out is not None)
     result = json.loads(raw)
+    result["provenance"] = provenance.build(
+        text, origin, overrides, measured_keys(set_from_), [*result["metrics"], *result["histograms"]]
+    )
     if trace_out is not None and trace is None:
         raise UserError(f"--trace {trace_out}: the core produced no trace")
     if json_out is not None:

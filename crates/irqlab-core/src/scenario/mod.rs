@@ -13,6 +13,7 @@ mod cpu;
 mod hypervisor;
 mod load;
 mod overrides;
+pub mod provenance;
 pub mod units;
 mod validate;
 mod workload;
@@ -87,6 +88,11 @@ pub struct Scenario {
     /// Published figures this scenario reproduces, checked by `irqlab reproduce`.
     #[serde(default)]
     pub expect: Vec<Expect>,
+    /// Where a value comes from, by key path (`"kvm.vcpus" = "M4 brief"`,
+    /// `"cpu.pmr.pmhe" = "Grace: relaxed PMR sync (M1 brief)"`): results report
+    /// these parameters as sourced; other written values are assumptions.
+    #[serde(default, skip_serializing_if = "std::collections::BTreeMap::is_empty")]
+    pub cite: std::collections::BTreeMap<String, String>,
 }
 
 #[derive(Clone, Debug, Deserialize, Serialize, JsonSchema)]

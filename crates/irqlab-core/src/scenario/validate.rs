@@ -168,28 +168,38 @@ fn instances<'a>(p: &str, name: &'a str, count: u32, names: &mut HashSet<&'a str
     Ok(())
 }
 
-/// Every `fitted` parameter of the figures names a key of the scenario (as
-/// loaded, defaults included), like `fabric.msi_write` or `task.0.body`.
+/// Every `fitted` parameter of the figures, and every key `cite` names, is a
+/// key of the scenario (as loaded, defaults included), like `fabric.msi_write`
+/// or `task.0.body`.
 pub fn check_fitted(s: &Scenario) -> Check {
     let doc = serde_json::to_value(s).expect("scenarios serialize");
     for (i, e) in s.expect.iter().enumerate() {
         for (j, path) in e.fitted.iter().enumerate() {
-            let mut at = &doc;
-            for part in path.split('.') {
-                let next = match at {
-                    serde_json::Value::Object(m) => m.get(part),
-                    serde_json::Value::Array(a) => part.parse::<usize>().ok().and_then(|k| a.get(k)),
-                    _ => None,
-                };
-                match next {
-                    Some(v) => at = v,
-                    None => return err(format!("expect[{i}].fitted[{j}]"), format!("\"{path}\" is not a parameter of this scenario")),
-                }
-            }
-            if at.is_object() || at.is_array() {
-                return err(format!("expect[{i}].fitted[{j}]"), format!("\"{path}\" is a section, expected one parameter in it"));
-            }
+            check_param(&doc, path, format!("expect[{i}].fitted[{j}]"))?;
         }
+    }
+    for path in s.cite.keys() {
+        check_param(&doc, path, format!("cite.\"{path}\""))?;
+    }
+    Ok(())
+}
+
+/// `path` names one parameter (not a section) of the loaded scenario `doc`.
+fn check_param(doc: &serde_json::Value, path: &str, at_key: String) -> Check {
+    let mut at = doc;
+    for part in path.split('.') {
+        let next = match at {
+            serde_json::Value::Object(m) => m.get(part),
+            serde_json::Value::Array(a) => part.parse::<usize>().ok().and_then(|k| a.get(k)),
+            _ => None,
+        };
+        match next {
+            Some(v) => at = v,
+            None => return err(at_key, format!("\"{path}\" is not a parameter of this scenario")),
+        }
+    }
+    if at.is_object() || at.is_array() {
+        return err(at_key, format!("\"{path}\" is a section, expected one parameter in it"));
     }
     Ok(())
 }
