@@ -18,7 +18,7 @@ SHORT = ["--set", "duration=3ms", "--set", "warmup=1ms"]
 
 def test_a_run_carries_the_resolved_scenario_overrides_commit_and_statuses(tmp_path: Path) -> None:
     measured = tmp_path / "syscall.json"
-    measured.write_text(json.dumps({"metrics": {"ns_per_call": 90.0}}))
+    measured.write_text(json.dumps({"metrics": {"ns_per_call": 167.0}}))
     out = tmp_path / "r.json"
     p = run_cli(
         "run", FIG, *SHORT, "--set", "cpu.ghz=3.0", "--set-from", f"{measured}:ns_per_call=task.0.body", "--json", out
@@ -27,11 +27,11 @@ def test_a_run_carries_the_resolved_scenario_overrides_commit_and_statuses(tmp_p
     prov = json.loads(out.read_text())["provenance"]
     assert prov["irqlab"] == irqlab.__version__
     assert re.fullmatch(r"[0-9a-f]{40}(-dirty)?|unknown", prov["commit"])
-    assert prov["overrides"] == ["task.0.body=90.0ns", "duration=3ms", "warmup=1ms", "cpu.ghz=3.0"]
+    assert prov["overrides"] == ["task.0.per_op=167.0ns", "duration=3ms", "warmup=1ms", "cpu.ghz=3.0"]
     # The scenario as run: overrides applied, defaults filled in.
-    assert prov["scenario"]["cpu"]["ghz"] == 3.0 and prov["scenario"]["task"][0]["body"] == "90ns"
+    assert prov["scenario"]["cpu"]["ghz"] == 3.0 and prov["scenario"]["task"][0]["per_op"] == "167ns"
     st = prov["parameters"]
-    assert st["task.0.body"] == f"measured: {measured}:ns_per_call"
+    assert st["task.0.per_op"] == f"measured: {measured}:ns_per_call"
     assert st["cpu.ghz"] == "set"
     assert st["cpu.pmr.access"] == "fitted on gettid pmr"
     assert st["task.0.work"] == "assumed"

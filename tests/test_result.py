@@ -31,8 +31,8 @@ def test_every_command_writes_the_same_shape(tmp_path: Path, small: Path) -> Non
     for name, d in docs.items():
         assert set(KEYS) <= set(d), (name, sorted(d))
         assert d["version"] == irqlab.__version__, name
-    # run's document is the core's: no command-specific extras.
-    assert set(docs["run"]) == set(KEYS)
+    # run's document is the core's, plus where it comes from.
+    assert set(docs["run"]) == {*KEYS, "provenance"}
 
 
 def test_document_refuses_to_overwrite_its_own_keys() -> None:

@@ -11,7 +11,7 @@ import pytest
 import irqlab
 from helpers import assert_ok, run_cli
 
-TOP_KEYS = {"scenario", "seed", "version", "metrics", "histograms", "series", "tables"}
+TOP_KEYS = {"scenario", "seed", "version", "metrics", "histograms", "series", "tables", "provenance"}
 REQUIRED_METRICS = {"events", "interrupts", "msi_writes", "interrupts_per_s", "sim_s"}
 HIST_KEYS = {"count", "mean", "min", "max", "p50", "p90", "p99", "p99.9", "p99.99", "unit"}
 

@@ -54,10 +54,10 @@ def kvm_requests() -> tuple[list[str], list[tuple[str, list[str]]], list[tuple[s
 def host_gettid_ns(calls: int) -> float:
     """ns per gettid() call over `calls` calls."""
 
-def host_sched_yield_ops(seconds: float) -> int:
+def host_sched_yield_ops(seconds: float) -> tuple[int, int, int]:
     """sched_yield() calls made in `seconds`."""
 
-def host_page_faults(seconds: float, bytes: int) -> int:
+def host_page_faults(seconds: float, bytes: int) -> tuple[int, int, int]:
     """Pages faulted in during `seconds` of page_fault1 over `bytes`."""
 
 def parse_time_ps(text: str) -> int:

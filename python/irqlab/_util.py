@@ -5,6 +5,7 @@ from __future__ import annotations
 import contextlib
 import json
 import os
+import re
 import secrets
 import sys
 from collections.abc import Callable, Iterator, Sequence
@@ -119,19 +120,16 @@ def time_ns(t: str) -> float:
     return _core.parse_time_ps(t) / 1e3
 
 
-def measured_keys(specs: Sequence[str] | None) -> dict[str, str]:
-    """The keys `--set-from` sets, and where each value comes from (`FILE:METRIC`)."""
-    out = {}
-    for spec in specs or []:
-        src, _, key = spec.rpartition("=")
-        out[key.strip()] = src
-    return out
+#: `irqlab measure` metrics that time a whole pass of a loop (user work, entry,
+#: kernel work, exit): put on a task's body they set its `per_op`, so the model's
+#: own entry and exit costs are not added on top of a measured whole call.
+WHOLE_PASS = ("ns_per_call", "ns_per_op", "ns_per_fault")
+_BODY = re.compile(r"task\.(\d+)\.body")
 
 
-def set_from(specs: Sequence[str] | None) -> list[str]:
-    """`--set-from FILE:METRIC=KEY.PATH`: a value from a result JSON (e.g. `irqlab
-    measure syscall --json`) becomes the override `KEY.PATH=VALUE`; metrics in
-    ns (`ns_per_call`) get their unit, so a measured cost sets a scenario cost."""
+def _set_from_targets(specs: Sequence[str] | None) -> list[tuple[str, str, str]]:
+    """(key, metric, file) per `--set-from FILE:METRIC=KEY.PATH`, with a whole
+    pass aimed at `task.N.body` re-aimed at `task.N.per_op`."""
     out = []
     for spec in specs or []:
         src, sep, key = spec.rpartition("=")
@@ -140,6 +138,28 @@ def set_from(specs: Sequence[str] | None) -> list[str]:
             raise UserError(
                 f"--set-from {spec!r}: expected FILE:METRIC=KEY.PATH, like syscall.json:ns_per_call=task.0.body"
             )
+        key = key.strip()
+        m = _BODY.fullmatch(key)
+        if m and metric in WHOLE_PASS:
+            key = f"task.{m.group(1)}.per_op"
+        out.append((key, metric, path))
+    return out
+
+
+def measured_keys(specs: Sequence[str] | None) -> dict[str, str]:
+    """The keys `--set-from` sets, and where each value comes from (`FILE:METRIC`)."""
+    return {key: f"{path}:{metric}" for key, metric, path in _set_from_targets(specs)}
+
+
+def set_from(specs: Sequence[str] | None) -> list[str]:
+    """`--set-from FILE:METRIC=KEY.PATH`: a value from a result JSON (e.g. `irqlab
+    measure syscall --json`) becomes the override `KEY.PATH=VALUE`; metrics in
+    ns (`ns_per_call`) get their unit, so a measured cost sets a scenario cost. A
+    whole pass (`WHOLE_PASS`) put on `task.N.body` sets `task.N.per_op` instead:
+    the body becomes what the measured call leaves after the modelled user work,
+    entry and exit."""
+    out = []
+    for key, metric, path in _set_from_targets(specs):
         try:
             doc = json.loads(Path(path).read_text(encoding="utf-8"))
         except OSError as e:

@@ -82,16 +82,21 @@ fn host_gettid_ns(py: Python<'_>, calls: u64) -> f64 {
     py.allow_threads(|| irqlab_host::gettid_ns(calls))
 }
 
-/// sched_yield calls made in `seconds`.
-#[pyfunction]
-fn host_sched_yield_ops(py: Python<'_>, seconds: f64) -> u64 {
-    py.allow_threads(|| irqlab_host::sched_yield_ops(std::time::Duration::from_secs_f64(seconds.max(0.0))))
+fn counted(c: irqlab_host::Counted) -> (u64, u64, u64) {
+    (c.count, c.elapsed_ns, c.minor_faults)
 }
 
-/// Pages faulted in during `seconds` of page_fault1 over `bytes`.
+/// sched_yield for about `seconds`: (calls, elapsed ns, minor faults).
 #[pyfunction]
-fn host_page_faults(py: Python<'_>, seconds: f64, bytes: usize) -> PyResult<u64> {
+fn host_sched_yield_ops(py: Python<'_>, seconds: f64) -> (u64, u64, u64) {
+    counted(py.allow_threads(|| irqlab_host::sched_yield_ops(std::time::Duration::from_secs_f64(seconds.max(0.0)))))
+}
+
+/// page_fault1 over `bytes` for about `seconds`: (pages written, elapsed ns, minor faults).
+#[pyfunction]
+fn host_page_faults(py: Python<'_>, seconds: f64, bytes: usize) -> PyResult<(u64, u64, u64)> {
     py.allow_threads(|| irqlab_host::page_faults(std::time::Duration::from_secs_f64(seconds.max(0.0)), bytes))
+        .map(counted)
         .map_err(PyRuntimeError::new_err)
 }
 

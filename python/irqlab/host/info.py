@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import os
 import platform
+from pathlib import Path
 from typing import Any
 
 # Boot options that change how interrupts are masked, routed or remapped.
@@ -60,6 +61,17 @@ def boot_options() -> dict[str, str]:
     return out
 
 
+def transparent_hugepages() -> str | None:
+    """The THP mode in brackets in /sys/kernel/mm/transparent_hugepage/enabled
+    (always, madvise, never): with `always`, page_fault1 maps huge pages."""
+    try:
+        text = Path("/sys/kernel/mm/transparent_hugepage/enabled").read_text()
+    except OSError:
+        return None
+    i, j = text.find("["), text.find("]")
+    return text[i + 1 : j] if 0 <= i < j else None
+
+
 def host_info() -> dict[str, Any]:
     return {
         "hostname": platform.node(),
@@ -68,4 +80,5 @@ def host_info() -> dict[str, Any]:
         "cpu_model": cpu_model(),
         "cores": os.cpu_count(),
         "boot_options": boot_options(),
+        "transparent_hugepage": transparent_hugepages(),
     }

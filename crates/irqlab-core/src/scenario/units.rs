@@ -56,19 +56,24 @@ impl<'de> Deserialize<'de> for Time {
     }
 }
 
+/// As a scenario writes it, in the largest unit that divides it exactly: `"178400ps"`, `"80ns"`.
+impl std::fmt::Display for Time {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        let t = self.0;
+        if t == 0 {
+            return f.write_str("0s");
+        }
+        let (u, n) = [(PS_PER_S, "s"), (PS_PER_MS, "ms"), (PS_PER_US, "us"), (PS_PER_NS, "ns"), (1, "ps")]
+            .into_iter()
+            .find(|(u, _)| t.is_multiple_of(*u))
+            .expect("1ps divides everything");
+        write!(f, "{}{n}", t / u)
+    }
+}
+
 impl Serialize for Time {
     fn serialize<S: Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
-        let t = self.0;
-        let txt = if t == 0 {
-            "0s".to_string()
-        } else {
-            [(PS_PER_S, "s"), (PS_PER_MS, "ms"), (PS_PER_US, "us"), (PS_PER_NS, "ns"), (1, "ps")]
-                .iter()
-                .find(|(u, _)| t.is_multiple_of(*u))
-                .map(|(u, n)| format!("{}{}", t / u, n))
-                .expect("1ps divides everything")
-        };
-        s.serialize_str(&txt)
+        s.serialize_str(&self.to_string())
     }
 }
 

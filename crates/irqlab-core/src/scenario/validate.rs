@@ -15,7 +15,7 @@ pub fn check(s: &Scenario) -> Check {
         return err("duration", "must be greater than 0");
     }
     if s.warmup >= s.duration {
-        return err("warmup", format!("must be shorter than duration ({:?} ps >= {:?} ps)", s.warmup.ps(), s.duration.ps()));
+        return err("warmup", format!("{} must be shorter than duration ({})", s.warmup, s.duration));
     }
     let cpus = s.platform.cpus;
     if cpus == 0 || cpus > MAX_CPUS {
@@ -115,7 +115,22 @@ pub fn check(s: &Scenario) -> Check {
         if t.exception == ExceptionKind::None && t.work.ps() == 0 {
             return err(format!("{p}.work"), "a task with no exception needs work above 0 (it would loop in zero time)");
         }
-        if t.irqs_off > t.body {
+        if let Some(per_op) = t.per_op {
+            let around = t.work.ps() + s.cpu.exception_entry.ps() + s.cpu.exception_exit.ps();
+            if t.exception == ExceptionKind::None {
+                return err(format!("{p}.per_op"), "needs an exception: per_op is a whole pass through the kernel");
+            }
+            if per_op.ps() < around {
+                return err(
+                    format!("{p}.per_op"),
+                    format!(
+                        "{per_op} is less than work + cpu.exception_entry + cpu.exception_exit ({}): nothing is left for the body",
+                        crate::scenario::Time(around)
+                    ),
+                );
+            }
+        }
+        if t.irqs_off > t.body_time(&s.cpu) {
             return err(format!("{p}.irqs_off"), "is part of the body, so it cannot be longer than body");
         }
         if t.irqs_off_with == Some(Masking::Pmr) && s.cpu.masking != Masking::Pmr {
@@ -198,7 +213,9 @@ fn check_param(doc: &serde_json::Value, path: &str, at_key: String) -> Check {
             None => return err(at_key, format!("\"{path}\" is not a parameter of this scenario")),
         }
     }
-    if at.is_object() || at.is_array() {
+    // A list of values (`cpus`, `kvm.order`) is one parameter; a table or a list of tables is not.
+    let section = at.is_object() || at.as_array().is_some_and(|a| a.iter().any(|v| v.is_object() || v.is_array()));
+    if section {
         return err(at_key, format!("\"{path}\" is a section, expected one parameter in it"));
     }
     Ok(())

@@ -89,9 +89,27 @@ pub struct Task {
     /// sets PSTATE.I itself (`local_daif_mask`), which pseudo-NMI cannot reach.
     #[serde(default)]
     pub irqs_off_with: Option<Masking>,
+    /// A measured cost of one whole pass — user work, exception entry, body and
+    /// exit, as a host loop times it (`irqlab measure`'s `ns_per_call`,
+    /// `ns_per_op`, `ns_per_fault`). When given, the body is what remains after
+    /// `work` and `cpu.exception_entry`/`exception_exit`, and `body` is ignored.
+    #[serde(default)]
+    pub per_op: Option<Time>,
     /// IRQs-off sections in C on one pass of the exception's kernel work, each
     /// counted as a `local_irq_disable/enable` pair. By default the kernel's own
     /// for the exception kind, as read from Linux 6.12 (docs/m1-exception-paths.md).
     #[serde(default)]
     pub irq_pairs: Option<u32>,
+}
+
+impl Task {
+    /// The kernel work of one pass: `body`, or what a measured `per_op` leaves
+    /// after the user work and the modelled entry and exit (so that a measured
+    /// whole call is not paid twice).
+    pub fn body_time(&self, cpu: &super::CpuCosts) -> Time {
+        match self.per_op {
+            Some(p) => Time(p.ps().saturating_sub(self.work.ps() + cpu.exception_entry.ps() + cpu.exception_exit.ps())),
+            None => self.body,
+        }
+    }
 }
