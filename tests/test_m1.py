@@ -151,3 +151,42 @@ def test_crosscall_bad_input(sets: list[str], needles: list[str], tmp_path: Path
     out = tmp_path / "r.json"
     assert_user_error(run_cli(*args, "--json", out), *needles)
     assert not out.exists()
+
+
+def test_a_page_fault_is_built_from_its_parts_and_taxed_by_its_pmr_accesses() -> None:
+    import tomllib
+
+    wis = irqlab.SCENARIOS_DIR / "examples" / "wis-page-fault1.toml"
+    doc = tomllib.loads(wis.read_text())
+    ns = {
+        k: float(v.removesuffix("ns").removesuffix("us")) * (1000 if v.endswith("us") else 1)
+        for k, v in doc["pagefault"].items()
+    }
+    body = sum(v for k, v in ns.items() if k != "pcp_refill") + ns["pcp_refill"] / 63
+    daif, _ = irqlab.run(wis, ["duration=1ms", "warmup=100us"])
+    m = daif["metrics"]
+    assert m["task.page_fault1.ns_per_op"] == pytest.approx(2 + 40 + 40 + body, rel=1e-3)
+    assert not daif["provenance"]["zero_default_costs"]
+    # Pseudo-NMI: 12.3 PMR accesses on a fault (entry, exit, memcg sections, batched refills).
+    pmr, _ = irqlab.run(wis, ["duration=1ms", "warmup=100us", "cpu.masking=pmr"])
+    accesses = 3 + 9 + 3 * (1 / 64 + 1 / 31 + 1 / 32 + 1 / 63 + 3 / 512)
+    assert pmr["metrics"]["task.page_fault1.pmr_tax_ns_per_op"] == pytest.approx(accesses * 8.195, abs=0.01)
+
+
+def test_a_fault_without_parts_or_body_is_flagged(tmp_path: Path) -> None:
+    sc = tmp_path / "bare.toml"
+    sc.write_text('name = "bare"\nduration = "1ms"\n[[task]]\nname = "pf"\nwork = "10ns"\nexception = "pagefault"\n')
+    doc, _ = irqlab.run(sc)
+    zero = doc["provenance"]["zero_default_costs"]
+    assert {"pagefault.zero", "pagefault.alloc", "cpu.exception_entry"} <= set(zero)
+    assert "pagefault.zero" in doc["provenance"]["flagged_metrics"]["task.pf.ns_per_op"]
+
+
+def test_will_it_scale_tasks_scale_without_contention_in_the_model() -> None:
+    wis = irqlab.SCENARIOS_DIR / "examples" / "wis-sched-yield.toml"
+    one, _ = irqlab.run(wis, ["duration=1ms", "warmup=100us"])
+    many, _ = irqlab.run(wis, ["duration=1ms", "warmup=100us", "task.0.count=72"])
+    per_task = many["metrics"]["ops_per_s"] / 72
+    # No cross-CPU contention is modelled on this path (docs/m1-masking-and-nmi.md).
+    assert per_task == pytest.approx(one["metrics"]["ops_per_s"], rel=2e-3)
+    assert one["metrics"]["ops_per_s"] == pytest.approx(3_195_656, rel=0.01)  # the figure's own path

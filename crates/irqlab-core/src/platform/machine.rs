@@ -247,7 +247,7 @@ impl<P: Parts> Machine<P> {
                     work: t.work.ps(),
                     kind: t.exception,
                     // The IRQs-off sections' PMR accesses lengthen the body (no-op under DAIF).
-                    body: t.body_time(&sc.cpu).ps() + pmr.body(t.exception, t.irq_pairs),
+                    body: t.body_time(&sc.cpu, &sc.pagefault).ps() + pmr.body(t.exception, t.irq_pairs),
                     irqs_off: t.irqs_off.ps(),
                     irqs_off_mask: match t.irqs_off_with.unwrap_or(sc.cpu.masking) {
                         Masking::Daif => Mask::Daif,

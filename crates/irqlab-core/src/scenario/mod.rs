@@ -27,7 +27,7 @@ pub use cpu::{CpuCosts, Masking, PmrCosts, SdeiCosts};
 pub use hypervisor::{HypervisorCosts, Vm};
 pub use load::{json_schema, load, load_json, parse_rate, parse_time};
 pub use units::{CpuTime, Rate, Time};
-pub use workload::{Arrival, ExceptionKind, Source, Task};
+pub use workload::{Arrival, ExceptionKind, PagefaultCosts, Source, Task};
 
 use schemars::JsonSchema;
 use serde::{Deserialize, Serialize};
@@ -64,6 +64,9 @@ pub struct Scenario {
     /// Tasks: loops of user work and exceptions.
     #[serde(default, rename = "task")]
     pub tasks: Vec<Task>,
+    /// A page fault's kernel work in parts, for page-fault tasks without a `body`.
+    #[serde(default)]
+    pub pagefault: PagefaultCosts,
     #[serde(default, rename = "vm")]
     pub vms: Vec<Vm>,
     /// Global software interrupt moderation (M5).

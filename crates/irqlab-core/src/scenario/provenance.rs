@@ -63,6 +63,23 @@ fn machine(sc: &Scenario, t: &mut impl FnMut(String, Time, &[&'static str])) {
         t("cpu.exception_entry".into(), c.exception_entry, TASK_METRICS);
         t("cpu.exception_exit".into(), c.exception_exit, TASK_METRICS);
     }
+    let faults = |x: &super::Task| x.exception == ExceptionKind::Pagefault && x.body.ps() == 0 && x.per_op.is_none();
+    if sc.tasks.iter().any(faults) {
+        let f = &sc.pagefault;
+        let parts = [
+            ("decode", f.decode),
+            ("vma_lookup", f.vma_lookup),
+            ("alloc", f.alloc),
+            ("zero", f.zero),
+            ("memcg_charge", f.memcg_charge),
+            ("map", f.map),
+            ("pcp_refill", f.pcp_refill),
+            ("unmap", f.unmap),
+        ];
+        for (name, v) in parts {
+            t(format!("pagefault.{name}"), v, TASK_METRICS);
+        }
+    }
     if sc.tasks.len() > sc.platform.cpus as usize {
         t("cpu.context_switch".into(), c.context_switch, &["context_switches_per_s", "ops_per_s", "task.*"]);
     }

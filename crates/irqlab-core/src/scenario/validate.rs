@@ -130,7 +130,7 @@ pub fn check(s: &Scenario) -> Check {
                 );
             }
         }
-        if t.irqs_off > t.body_time(&s.cpu) {
+        if t.irqs_off > t.body_time(&s.cpu, &s.pagefault) {
             return err(format!("{p}.irqs_off"), "is part of the body, so it cannot be longer than body");
         }
         if t.irqs_off_with == Some(Masking::Pmr) && s.cpu.masking != Masking::Pmr {

@@ -103,13 +103,81 @@ pub struct Task {
 }
 
 impl Task {
-    /// The kernel work of one pass: `body`, or what a measured `per_op` leaves
-    /// after the user work and the modelled entry and exit (so that a measured
-    /// whole call is not paid twice).
-    pub fn body_time(&self, cpu: &super::CpuCosts) -> Time {
+    /// The kernel work of one pass: what a measured `per_op` leaves after the
+    /// user work and the modelled entry and exit (so that a measured whole call
+    /// is not paid twice); else `body`; else, for a page fault, its parts.
+    pub fn body_time(&self, cpu: &super::CpuCosts, fault: &PagefaultCosts) -> Time {
         match self.per_op {
             Some(p) => Time(p.ps().saturating_sub(self.work.ps() + cpu.exception_entry.ps() + cpu.exception_exit.ps())),
+            None if self.body.ps() == 0 && self.exception == ExceptionKind::Pagefault => fault.per_fault(),
             None => self.body,
         }
+    }
+}
+
+/// The kernel work of one first-touch anonymous 4 KiB page fault, in the parts
+/// Linux does it in (docs/m1-page-fault-parts.md, function by function), for
+/// `exception = "pagefault"` tasks that give no `body`. Every cost is a
+/// parameter: no published figure gives them; a host's `irqlab measure
+/// pagefault` gives their sum (`--set-from …:ns_per_fault=task.N.body`).
+#[derive(Clone, Debug, Default, Deserialize, Serialize, JsonSchema)]
+#[serde(deny_unknown_fields)]
+pub struct PagefaultCosts {
+    /// `do_mem_abort` → `do_translation_fault` → `do_page_fault`: ESR decode and checks.
+    #[serde(default)]
+    pub decode: Time,
+    /// `lock_vma_under_rcu`: the maple-tree walk and the per-VMA read lock.
+    #[serde(default)]
+    pub vma_lookup: Time,
+    /// `alloc_anon_folio` → `rmqueue_pcplist`: a page off the per-CPU free list.
+    #[serde(default)]
+    pub alloc: Time,
+    /// `post_alloc_hook` → `clear_page`: zeroing 4 KiB (`DC ZVA` on arm64).
+    #[serde(default)]
+    pub zero: Time,
+    /// `__mem_cgroup_charge` → `consume_stock`, `commit_charge`.
+    #[serde(default)]
+    pub memcg_charge: Time,
+    /// PTE lock, `folio_add_new_anon_rmap`, `folio_add_lru_vma`, `set_pte_at`, the counters.
+    #[serde(default)]
+    pub map: Time,
+    /// `rmqueue_bulk` refilling the per-CPU list from the buddy allocator under
+    /// the zone lock: once per 63 allocations (`zone_batchsize`).
+    #[serde(default)]
+    pub pcp_refill: Time,
+    /// page_fault1's `munmap` per page: `zap_pte_range`, uncharge, freeing the folio.
+    #[serde(default)]
+    pub unmap: Time,
+}
+
+/// `zone_batchsize()` for a zone of 256 MiB or more with 4 KiB pages.
+pub const PCP_BATCH: u64 = 63;
+
+impl PagefaultCosts {
+    pub fn per_fault(&self) -> Time {
+        let each = [self.decode, self.vma_lookup, self.alloc, self.zero, self.memcg_charge, self.map, self.unmap];
+        Time(each.iter().map(|t| t.ps()).sum::<u64>() + self.pcp_refill.ps() / PCP_BATCH)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_fault_is_the_sum_of_its_parts_with_the_refill_spread_over_its_batch() {
+        let ns = |n: u64| Time(n * 1000);
+        let f = PagefaultCosts {
+            decode: ns(1),
+            vma_lookup: ns(2),
+            alloc: ns(3),
+            zero: ns(4),
+            memcg_charge: ns(5),
+            map: ns(6),
+            pcp_refill: ns(63),
+            unmap: ns(7),
+        };
+        assert_eq!(f.per_fault(), ns(1 + 2 + 3 + 4 + 5 + 6 + 1 + 7));
+        assert_eq!(PagefaultCosts::default().per_fault(), Time(0));
     }
 }
