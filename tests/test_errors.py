@@ -55,6 +55,25 @@ CASES = [
     ("zero-workers", lambda s, d: ["sweep", s, "--grid", "seed=1", "--workers", "0"], ["--workers"]),
     ("only-unknown", lambda s, d: ["reproduce", "--figures", d, "--only", "nosuch"], ["nosuch", "known"]),
     ("figures-missing", lambda s, d: ["reproduce", "--figures", d / "nodir"], ["nodir"]),
+    # Issue 11, item 1: these ended in tracebacks.
+    ("grid-seed-too-big", lambda s, d: ["sweep", s, "--grid", "seed=18446744073709551616"], ["--grid seed", "2^64-1"]),
+    (
+        "grid-dask-bad-address",
+        lambda s, d: ["sweep", s, "--grid", "seed=1", "--backend", "dask", "--address", "notaurl"],
+        ["--address notaurl", "tcp://HOST:PORT"],
+    ),
+    ("whatif-cpus-inf", lambda s, d: ["whatif", "--cpus", "inf"], ["--cpus", "finite"]),
+    ("whatif-wedge-nan", lambda s, d: ["whatif", "--wedge-ms", "nan"], ["--wedge-ms", "finite"]),
+    ("measure-calls-huge", lambda s, d: ["measure", "syscall", "--calls", str(2**64)], ["--calls", "expected 1 to"]),
+    ("record-duration-nan", lambda s, d: ["record", "--duration", "nan", "--out", d / "t.parquet"], ["--duration"]),
+    ("record-duration-inf", lambda s, d: ["record", "--duration", "inf", "--out", d / "t.parquet"], ["--duration"]),
+    # Item 2: click's usage errors are one line too.
+    ("usage-seed-type", lambda s, d: ["run", s, "--seed", "abc"], ["irqlab run", "--seed", "integer"]),
+    ("usage-workers-type", lambda s, d: ["sweep", s, "--workers", "abc"], ["irqlab sweep", "--workers"]),
+    ("usage-missing-argument", lambda s, d: ["run"], ["irqlab run", "Missing argument", "--help"]),
+    ("usage-extra-argument", lambda s, d: ["run", s, "extra"], ["unexpected extra argument", "extra"]),
+    ("usage-unknown-option", lambda s, d: ["run", s, "--bogus"], ["No such option", "--bogus"]),
+    ("usage-unknown-command", lambda s, d: ["bogus"], ["No such command", "bogus"]),
 ]
 
 
@@ -66,11 +85,11 @@ def _binary(tmp: Path) -> Path:
 
 def _outputs(case_id: str, out: Path) -> list[str]:
     # Every command gets the output flags it has, so that "no file written" is checked.
-    if case_id.startswith(("grid", "unknown-backend", "zero-workers")):
+    if case_id.startswith(("grid", "unknown-backend", "zero-workers", "usage-workers")):
         return ["--out", str(out / "sweep.parquet")]
     if case_id.startswith(("only", "figures")):
         return ["--out", str(out / "report")]
-    if case_id.startswith("validate"):
+    if case_id.startswith(("validate", "whatif", "measure", "record", "usage-unknown-command")):
         return []
     return ["--json", str(out / "r.json"), "--trace", str(out / "r.pftrace")]
 
@@ -116,10 +135,77 @@ def test_ray_backend_without_ray_says_how_to_get_it(small, tmp_path):
     assert not (tmp_path / "s.parquet").exists()
 
 
-def test_usage_errors_from_typer_keep_exit_2(small):
-    p = run_cli("run")  # missing SCENARIO
-    assert p.returncode == 2
-    assert "Traceback" not in p.stderr
-    p = run_cli("run", small, "--seed", "abc")
-    assert p.returncode == 2
-    assert "Traceback" not in p.stderr
+def test_no_command_prints_the_overview_and_help_exits_0():
+    for args in ([], ["--help"], ["run", "--help"]):
+        p = run_cli(*args)
+        assert p.returncode == 0 and "Usage: irqlab" in p.stdout, (args, p.stderr)
+
+
+def _trace(tmp: Path, times: list[int | None], names: list[str | None]) -> Path:
+    import pyarrow as pa
+    import pyarrow.parquet as pq
+
+    from irqlab.host.record import SCHEMA_TAG
+
+    n = len(times)
+    table = pa.table(
+        {
+            "time": pa.array(times, pa.int64()),
+            "cpu": pa.array([0] * n, pa.int32()),
+            "irq": pa.array([24] * n, pa.int32()),
+            "name": pa.array(names, pa.string()),
+            "event": pa.array(["entry"] * n, pa.string()),
+        }
+    ).replace_schema_metadata({SCHEMA_TAG: b"1"})
+    p = tmp / "t.parquet"
+    pq.write_table(table, p)
+    return p
+
+
+REPLAY = """
+name = "replay"
+duration = "1ms"
+[[source]]
+name = "disk"
+rate = 0
+replay = "24"
+handler = "1us"
+"""
+
+
+def test_replay_of_a_trace_with_null_names_uses_the_irq_number(tmp_path):
+    pytest.importorskip("pyarrow")
+    sc = write(tmp_path, "r.toml", REPLAY)
+    trace = _trace(tmp_path, [0, 1000, None, 3000], [None, "nvme0q1", "x", None])
+    out = tmp_path / "r.json"
+    p = run_cli("replay", trace, "--scenario", sc, "--json", out)
+    assert p.returncode == 0, p.stderr
+    import json
+
+    assert json.loads(out.read_text())["metrics"]["replay.24.recorded"] == 3  # the row without a time is skipped
+
+
+def test_replay_of_a_trace_too_long_for_simulated_time_is_refused(tmp_path):
+    pytest.importorskip("pyarrow")
+    sc = write(tmp_path, "r.toml", REPLAY)
+    trace = _trace(tmp_path, [0, 2**62], ["a", "a"])
+    assert_user_error(run_cli("replay", trace, "--scenario", sc, "--json", tmp_path / "r.json"), "trace spans", "up to")
+    assert not (tmp_path / "r.json").exists()
+
+
+def test_the_python_api_raises_typed_errors(small, tmp_path):
+    import irqlab
+
+    with pytest.raises(TypeError, match="wrap it in"):
+        irqlab.run(small, "platform.cpus=4")  # type: ignore[arg-type]
+    for bad in (tmp_path / "nope.toml", tmp_path, _binary(tmp_path)):
+        with pytest.raises(irqlab.ScenarioError):
+            irqlab.run(bad)
+    with pytest.raises(irqlab.ScenarioError, match="2\\^64-1"):
+        irqlab.run(small, seed=-1)
+    with pytest.raises(irqlab.ScenarioError, match="2\\^64-1"):
+        irqlab.run(small, seed=2**64)
+    with pytest.raises(TypeError, match="seed"):
+        irqlab.run(small, seed=True)
+    with pytest.raises(TypeError, match="wrap it in"):
+        irqlab.load(small, "x")  # type: ignore[arg-type]

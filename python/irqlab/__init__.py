@@ -29,14 +29,45 @@ __all__ = ["SCENARIOS_DIR", "ScenarioError", "__version__", "load", "run", "sche
 
 
 def _read(path: str | PathLike[str]) -> tuple[str, str]:
-    p = Path(path)
-    return p.read_text(encoding="utf-8"), str(path)
+    """The scenario file's text; a missing, unreadable or binary file is a ScenarioError."""
+    from ._util import UserError, read_scenario
+
+    try:
+        return read_scenario(path)
+    except UserError as e:
+        raise ScenarioError(str(e)) from None
+
+
+def _overrides(overrides: Iterable[str]) -> list[str]:
+    # A lone string would be taken apart into characters.
+    if isinstance(overrides, (str, bytes)):
+        raise TypeError(
+            f"overrides: expected a list of KEY=VALUE strings, got one string {overrides!r}; wrap it in [...]"
+        )
+    out = list(overrides)
+    bad = [o for o in out if not isinstance(o, str)]
+    if bad:
+        raise TypeError(f"overrides: expected KEY=VALUE strings, got {bad[0]!r}")
+    return out
+
+
+def _seed(seed: int | None) -> int | None:
+    if seed is None:
+        return None
+    if isinstance(seed, bool) or not isinstance(seed, int):
+        raise TypeError(f"seed: expected an integer from 0 to 2^64-1 or None, got {seed!r}")
+    if not 0 <= seed < 2**64:
+        raise ScenarioError(f"seed {seed}: expected an integer from 0 to 2^64-1")
+    return seed
 
 
 def load(path: str | PathLike[str], overrides: Iterable[str] = ()) -> dict[str, Any]:
-    """Validate the scenario at `path` and return it normalized (a dict)."""
+    """Validate the scenario at `path` and return it normalized (a dict).
+
+    Raises ScenarioError (a ValueError) for a missing, unreadable or invalid
+    scenario or override, TypeError for overrides that are not a list of strings."""
     text, origin = _read(path)
-    scenario: dict[str, Any] = json.loads(_core.load(text, origin, list(overrides)))
+    scenario: dict[str, Any] = json.loads(_core.load(text, origin, _overrides(overrides)))
     return scenario
 
 
@@ -47,12 +78,16 @@ def run(
     trace: bool = False,
 ) -> tuple[dict[str, Any], bytes | None]:
     """Run the scenario at `path`; returns (result dict, Perfetto trace bytes or None).
-    The result carries its `provenance` (irqlab.provenance)."""
+    The result carries its `provenance` (irqlab.provenance).
+
+    Raises ScenarioError (a ValueError) for a missing, unreadable or invalid
+    scenario or override and for a seed outside 0 … 2^64-1; TypeError for
+    overrides that are not a list of strings or a seed that is not an integer."""
     from . import provenance
 
     text, origin = _read(path)
-    overrides = list(overrides)
-    result, trace_bytes = _core.run(text, origin, overrides, seed, trace)
+    overrides = _overrides(overrides)
+    result, trace_bytes = _core.run(text, origin, overrides, _seed(seed), trace)
     doc: dict[str, Any] = json.loads(result)
     doc["provenance"] = provenance.build(text, origin, overrides, metrics=[*doc["metrics"], *doc["histograms"]])
     return doc, trace_bytes

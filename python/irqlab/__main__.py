@@ -1,5 +1,5 @@
 """`python -m irqlab` is the `irqlab` command (the tests use it to avoid PATH issues)."""
 
-from irqlab.cli import app
+from irqlab.cli import main
 
-app(prog_name="irqlab")
+main()

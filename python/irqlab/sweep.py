@@ -88,8 +88,8 @@ def parse_grid(specs: Sequence[str] | None) -> list[tuple[str, list[str]]]:
             raise UserError(f"--grid {key}: given twice; list all its values in one --grid")
         if key == "seed":
             for v in values:
-                if not v.isdigit():
-                    raise UserError(f"--grid seed={raw}: {v!r} is not a non-negative integer")
+                if not v.isdigit() or int(v) >= 2**64:
+                    raise UserError(f"--grid seed={raw}: {v!r} is not an integer from 0 to 2^64-1")
         axes.append((key, values))
     return axes
 
@@ -165,8 +165,12 @@ def _run_dask(jobs: list[Job], workers: int, address: str | None, advance: Advan
                 silence_logs=logging.ERROR,
             )
             client = Client(cluster)
-    except OSError as e:
-        raise UserError(f"--backend dask: cannot reach the cluster: {e}") from None
+    except (OSError, ValueError, TimeoutError) as e:
+        # distributed says "missing port number in address" for a malformed address.
+        where = f"--address {address}" if address else "--backend dask"
+        raise UserError(
+            f"{where}: cannot reach a Dask scheduler ({one_line(str(e))}); expected tcp://HOST:PORT"
+        ) from None
     try:
         futs = [client.submit(run_point, *job, pure=False) for job in jobs]
         index = {f.key: i for i, f in enumerate(futs)}
@@ -186,10 +190,14 @@ def _run_ray(jobs: list[Job], workers: int, address: str | None, advance: Advanc
         import ray
     except ImportError:
         raise UserError("--backend ray needs ray, which is not installed: pip install 'irqlab[ray]'") from None
-    if address:
-        ray.init(address=address, ignore_reinit_error=True, log_to_driver=False)
-    else:
-        ray.init(num_cpus=workers, include_dashboard=False, ignore_reinit_error=True, log_to_driver=False)
+    try:
+        if address:
+            ray.init(address=address, ignore_reinit_error=True, log_to_driver=False)
+        else:
+            ray.init(num_cpus=workers, include_dashboard=False, ignore_reinit_error=True, log_to_driver=False)
+    except (ConnectionError, OSError, ValueError, RuntimeError) as e:
+        where = f"--address {address}" if address else "--backend ray"
+        raise UserError(f"{where}: cannot start or reach Ray ({one_line(str(e))})") from None
     try:
         remote = ray.remote(run_point)
         refs = [remote.remote(*job) for job in jobs]

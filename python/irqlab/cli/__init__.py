@@ -10,11 +10,15 @@ own module, imported at the bottom so that it registers on `app`."""
 from __future__ import annotations
 
 import functools
+import sys
 from collections.abc import Callable
 from pathlib import Path
 from typing import Annotated, ParamSpec, TypeVar
 
 import typer
+
+# typer 0.29 carries its own copy of click; its usage errors are those.
+from typer._click.exceptions import UsageError
 
 from .. import _core
 from .._util import UserError, one_line
@@ -81,12 +85,37 @@ def _version(value: bool) -> None:
 
 
 @app.callback()
-def main(
+def _root(
     version: Annotated[
         bool, typer.Option("--version", callback=_version, is_eager=True, help="Print the version and exit.")
     ] = False,
 ) -> None:
     """A lab for interrupt delivery on servers: simulate, measure, compare."""
+
+
+def _usage_line(e: UsageError) -> str:
+    """A click usage error as one line: the command, what was wrong, where help is."""
+    cmd = e.ctx.command_path if e.ctx is not None else "irqlab"
+    return f"{cmd}: {one_line(e.format_message())} (see {cmd} --help)"
+
+
+def main(args: list[str] | None = None) -> None:
+    """The `irqlab` entry point. Usage errors (a wrong option type, a missing or
+    extra argument, an unknown option or command) are one `error:` line and exit
+    2, like every other bad input, instead of click's boxed message."""
+    argv = sys.argv[1:] if args is None else args
+    if not argv:
+        # No command: the overview, as `irqlab --help` gives it.
+        argv = ["--help"]
+    try:
+        code = app(args=argv, prog_name="irqlab", standalone_mode=False)
+    except UsageError as e:
+        err.print(f"error: {_usage_line(e)}", markup=False, soft_wrap=True)
+        sys.exit(2)
+    except KeyboardInterrupt:
+        err.print("error: interrupted", markup=False)
+        sys.exit(130)
+    sys.exit(code if isinstance(code, int) else 0)
 
 
 # The command modules register on `app` when imported; this order is the

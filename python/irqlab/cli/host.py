@@ -33,19 +33,17 @@ def measure(
 
     if what not in hm.MEASUREMENTS:
         raise UserError(f"measure {what}: unknown measurement, expected one of {', '.join(hm.MEASUREMENTS)}")
-    for name, v, lo in (
-        ("--tasks", tasks, 1),
-        ("--calls", calls, 1),
-        ("--runs", runs, 1),
-        ("--intervals", intervals, 1),
-        ("--mb", mb, 1),
+    for name, v, lo, hi in (
+        ("--tasks", tasks, 1, 4096),
+        ("--calls", calls, 1, 10**10),
+        ("--runs", runs, 1, 1000),
+        ("--intervals", intervals, 1, 10**4),
+        ("--mb", mb, 1, 1 << 20),
     ):
-        if v < lo:
-            raise UserError(f"{name} {v}: expected at least {lo}")
+        if not lo <= v <= hi:
+            raise UserError(f"{name} {v}: expected {lo} to {hi}")
     if not (0 < seconds <= 600) or not (0 <= warmup <= 600):
         raise UserError("--seconds: expected more than 0 and at most 600; --warmup: 0 to 600")
-    if tasks > 4096:
-        raise UserError(f"--tasks {tasks}: expected at most 4096")
     if what == "syscall":
         with progress("measure syscall", runs) as advance:
             doc = hm.syscall(calls, runs, advance)
@@ -73,6 +71,8 @@ def record(
     """Record this host's interrupt events (tracefs) to Parquet."""
     from ..host import record as hr
 
+    if not 0 < duration <= 86400:  # also refuses nan and inf
+        raise UserError(f"--duration {duration}: expected seconds above 0 and at most 86400")
     steps = max(1, int(duration * 10))
     with progress(f"recording {duration:g} s", steps) as advance:
         done = [0]

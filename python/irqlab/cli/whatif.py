@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import math
 from pathlib import Path
 from typing import Annotated
 
@@ -18,8 +19,8 @@ def _floats(opt: str, text: str) -> list[float]:
         vals = [float(v) for v in text.split(",")]
     except ValueError:
         raise UserError(f"{opt} {text!r}: expected comma-separated numbers") from None
-    if any(not v >= 0 for v in vals):
-        raise UserError(f"{opt} {text!r}: expected numbers of at least 0")
+    if any(not (0 <= v < math.inf) for v in vals):
+        raise UserError(f"{opt} {text!r}: expected finite numbers of at least 0")
     return vals
 
 
@@ -55,8 +56,21 @@ def whatif(
     counts = [int(c) for c in _floats("--cpus", cpus)]
     if not counts or any(c < 1 or c > 4096 for c in counts):
         raise UserError(f"--cpus {cpus!r}: expected CPU counts from 1 to 4096")
-    if irqs < 0 or irq_handler_ns < 0 or wedge_ms <= 0:
-        raise UserError("--irqs-per-s, --irq-handler-ns: expected at least 0; --wedge-ms: above 0")
+    finite = {
+        "--exceptions-per-s": exceptions_per_s,
+        "--irqs-per-s": irqs,
+        "--irq-handler-ns": irq_handler_ns,
+        "--wedge-ms": wedge_ms,
+        "--sdei-signal-ns": sdei_signal_ns,
+    }
+    for name, v in finite.items():
+        if not math.isfinite(v):
+            raise UserError(f"{name} {v}: expected a finite number")
+    if irqs < 0 or irq_handler_ns < 0 or wedge_ms <= 0 or exceptions_per_s < 0 or sdei_signal_ns < 0:
+        raise UserError(
+            "--exceptions-per-s, --irqs-per-s, --irq-handler-ns, --sdei-signal-ns: expected at least 0; "
+            "--wedge-ms: above 0"
+        )
     b = wi.Base.load(base or wi.DEFAULT_BASE)
     profile = wi.Profile(exceptions_per_s, irqs, irq_handler_ns)
     # Without --seed, seed 1 (the generated scenarios have no seed of their own);

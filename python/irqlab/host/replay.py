@@ -36,17 +36,30 @@ def read_trace(path: Path) -> Any:
     return table
 
 
+#: The longest trace replay takes: simulated time is u64 picoseconds (213 days).
+MAX_SPAN_NS = 10**16
+
+
 def arrivals(table: Any, keys: Sequence[str]) -> tuple[dict[str, list[int]], list[str]]:
-    """Entry times per replay key (a device IRQ's name or number), in ps from the trace's first event."""
+    """Entry times per replay key (a device IRQ's name or number), in ps from the trace's first event.
+    Rows without a time or event are skipped; an IRQ without a name is known by its number."""
     times = table.column("time").to_pylist()
-    if not times:
+    rows = [
+        (t, irq, name if name is not None else str(irq), ev)
+        for t, irq, name, ev in zip(
+            times, table.column("irq").to_pylist(), table.column("name").to_pylist(), table.column("event").to_pylist()
+        )
+        if t is not None and ev is not None
+    ]
+    if not rows:
         return {}, []
-    t0 = min(times)
+    t0 = min(r[0] for r in rows)
+    span = max(r[0] for r in rows) - t0
+    if span > MAX_SPAN_NS:
+        raise UserError(f"trace spans {span / 1e9:.3g} s; replay takes traces up to {MAX_SPAN_NS / 1e9:.3g} s")
     out: dict[str, list[int]] = {k: [] for k in keys}
     seen: dict[str, int] = {}
-    for t, irq, name, ev in zip(
-        times, table.column("irq").to_pylist(), table.column("name").to_pylist(), table.column("event").to_pylist()
-    ):
+    for t, irq, name, ev in rows:
         if ev != "entry":
             continue
         seen[name] = seen.get(name, 0) + 1

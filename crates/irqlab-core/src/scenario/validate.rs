@@ -116,7 +116,7 @@ pub fn check(s: &Scenario) -> Check {
             return err(format!("{p}.work"), "a task with no exception needs work above 0 (it would loop in zero time)");
         }
         if let Some(per_op) = t.per_op {
-            let around = t.work.ps() + s.cpu.exception_entry.ps() + s.cpu.exception_exit.ps();
+            let around = t.work.ps().saturating_add(s.cpu.exception_entry.ps()).saturating_add(s.cpu.exception_exit.ps());
             if t.exception == ExceptionKind::None {
                 return err(format!("{p}.per_op"), "needs an exception: per_op is a whole pass through the kernel");
             }

@@ -108,7 +108,9 @@ impl Task {
     /// is not paid twice); else `body`; else, for a page fault, its parts.
     pub fn body_time(&self, cpu: &super::CpuCosts, fault: &PagefaultCosts) -> Time {
         match self.per_op {
-            Some(p) => Time(p.ps().saturating_sub(self.work.ps() + cpu.exception_entry.ps() + cpu.exception_exit.ps())),
+            Some(p) => {
+                Time(p.ps().saturating_sub(self.work.ps().saturating_add(cpu.exception_entry.ps()).saturating_add(cpu.exception_exit.ps())))
+            }
             None if self.body.ps() == 0 && self.exception == ExceptionKind::Pagefault => fault.per_fault(),
             None => self.body,
         }

@@ -170,11 +170,11 @@ fn signal<P: Has<CrossCalls>>(m: &mut Machine<P>, s: &mut Scheduler<Ev>, k: u32)
     call.signals_sent += 1;
     call.rep += 1;
     let next = if call.rep < call.signals {
-        Some(now + call.interval)
+        Some(now.saturating_add(call.interval))
     } else if (call.stage as usize + 1) < call.mechanisms.len() {
         call.stage += 1;
         call.rep = 0;
-        Some(call.at + call.stage as Ps * call.timeout)
+        Some(call.at.saturating_add((call.stage as Ps).saturating_mul(call.timeout)))
     } else {
         None
     };
@@ -187,7 +187,7 @@ fn signal<P: Has<CrossCalls>>(m: &mut Machine<P>, s: &mut Scheduler<Ev>, k: u32)
         let smc = call.smc;
         call.smc_busy += smc * to_signal.len() as Ps;
         for (rank, i) in to_signal.into_iter().enumerate() {
-            s.at(now + (rank as Ps + 1) * smc, P::ev(CallEv::SdeiSignalled, i));
+            s.at(now.saturating_add((rank as Ps + 1).saturating_mul(smc)), P::ev(CallEv::SdeiSignalled, i));
         }
         return;
     }

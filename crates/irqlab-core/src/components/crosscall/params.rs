@@ -119,7 +119,8 @@ pub fn check(calls: &[CrossCall], ctx: &Ctx) -> Check {
             None if x.mechanisms.len() > 1 => {
                 return err(format!("{p}.timeout"), "is needed to escalate from one mechanism to the next");
             }
-            Some(t) if t.ps() == 0 || (x.signals as u64 - 1) * x.signal_interval.ps() >= t.ps() => {
+            // Checked: a wrapped product would let a huge repeat pass (issue 11).
+            Some(t) if t.ps() == 0 || (x.signals as u64 - 1).checked_mul(x.signal_interval.ps()).is_none_or(|d| d >= t.ps()) => {
                 return err(
                     format!("{p}.timeout"),
                     "must be above 0 and longer than the repeated signals ((signals - 1) x signal_interval)",

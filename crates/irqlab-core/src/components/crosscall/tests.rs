@@ -153,3 +153,23 @@ fn sdei_signals_one_target_per_smc_so_time_to_all_grows_with_targets() {
         last = m["crosscall.stop.time_to_all_ns"];
     }
 }
+
+#[test]
+fn a_repeat_whose_length_overflows_is_refused_not_wrapped() {
+    let toml = r#"
+name = "wrap"
+duration = "1ms"
+[platform]
+cpus = 2
+[[crosscall]]
+name = "bt"
+at = "10us"
+mechanisms = ["ipi", "sdei"]
+signals = 2147483649
+signal_interval = "8589934592ps"
+timeout = "1ms"
+handler = "1us"
+"#;
+    let Err(e) = crate::load(toml, "wrap.toml", &[]) else { panic!("a wrapped repeat was accepted") };
+    assert!(e.0.contains("crosscall[0].timeout"), "{}", e.0);
+}
