@@ -7,6 +7,7 @@ import json
 import os
 import re
 import secrets
+import stat
 import sys
 from collections.abc import Callable, Iterator, Sequence
 from contextlib import contextmanager
@@ -56,34 +57,76 @@ def check_overrides(sets: Sequence[str] | None, flag: str = "--set") -> list[str
     return out
 
 
-def atomic_write(path: str | os.PathLike[str], data: bytes | str) -> None:
-    """Write `data` to `path` so that readers see the old file or the complete new one.
+TEMP_MARK = ".irqlab-partial-"
 
-    The temp file lives in the destination directory because os.replace is only
-    atomic within one file system.
-    """
-    dest = Path(path)
-    if isinstance(data, str):
-        data = data.encode("utf-8")
+
+def _destination(path: str | os.PathLike[str]) -> tuple[Path, bool]:
+    """Where `path` really is, and whether it is written through (a FIFO or a
+    device: never replaced) rather than replaced atomically. A symlink is
+    followed, so the link stays and its target gets the new content."""
+    dest = Path(os.path.realpath(path))
+    try:
+        mode = dest.stat().st_mode
+    except OSError:
+        return dest, False
+    if stat.S_ISDIR(mode):
+        raise UserError(f"{path}: is a directory, expected a file to write")
+    return dest, not stat.S_ISREG(mode)
+
+
+def _temp_for(dest: Path, path: str | os.PathLike[str]) -> tuple[Path, int]:
     try:
         dest.parent.mkdir(parents=True, exist_ok=True)
-        tmp = dest.parent / f".{dest.name}.{secrets.token_hex(4)}.tmp"
+        tmp = dest.parent / f".{dest.name}{TEMP_MARK}{secrets.token_hex(4)}"
         # os.open with 0o666 honours the umask, unlike mkstemp's 0o600.
-        fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o666)
+        return tmp, os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o666)
     except OSError as e:
         raise UserError(f"{path}: cannot write: {e.strerror or e}") from None
+
+
+def write_all(outputs: Sequence[tuple[str | os.PathLike[str], bytes | str]]) -> None:
+    """Write every (path, data) or none: each regular file goes to a temp file
+    beside it first (named `.NAME.irqlab-partial-XXXX`, so nobody takes it for a
+    result) and replaces its destination only once all are written; a FIFO or
+    device is written through, never replaced. On any failure, or Ctrl-C, the
+    temp files are removed and no destination has changed."""
+    staged: list[tuple[Path, Path | None, bytes, str | os.PathLike[str]]] = []
     try:
-        with os.fdopen(fd, "wb") as f:
-            f.write(data)
-            f.flush()
-            os.fsync(f.fileno())
-        os.replace(tmp, dest)
-    except BaseException as e:
-        with contextlib.suppress(OSError):
-            os.unlink(tmp)
-        if isinstance(e, OSError):
-            raise UserError(f"{path}: cannot write: {e.strerror or e}") from None
-        raise
+        for path, data in outputs:
+            raw = data.encode("utf-8") if isinstance(data, str) else data
+            dest, through = _destination(path)
+            if through:
+                staged.append((dest, None, raw, path))
+                continue
+            tmp, fd = _temp_for(dest, path)
+            staged.append((dest, tmp, raw, path))
+            try:
+                with os.fdopen(fd, "wb") as f:
+                    f.write(raw)
+                    f.flush()
+                    os.fsync(f.fileno())
+            except OSError as e:
+                raise UserError(f"{path}: cannot write: {e.strerror or e}") from None
+        for target, temp, content, name in staged:
+            if temp is None:
+                try:
+                    with open(target, "wb") as f:
+                        f.write(content)
+                except OSError as e:
+                    raise UserError(f"{name}: cannot write: {e.strerror or e}") from None
+            else:
+                os.replace(temp, target)
+    finally:
+        for item in staged:
+            if item[1] is not None:
+                with contextlib.suppress(OSError):
+                    os.unlink(item[1])
+
+
+def atomic_write(path: str | os.PathLike[str], data: bytes | str) -> None:
+    """Write `data` to `path` so that readers see the old file or the complete new one
+    (`write_all` of one output)."""
+    write_all([(path, data)])
 
 
 def progress_enabled() -> bool:

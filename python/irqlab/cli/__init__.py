@@ -10,6 +10,7 @@ own module, imported at the bottom so that it registers on `app`."""
 from __future__ import annotations
 
 import functools
+import signal
 import sys
 from collections.abc import Callable
 from pathlib import Path
@@ -99,11 +100,17 @@ def _usage_line(e: UsageError) -> str:
     return f"{cmd}: {one_line(e.format_message())} (see {cmd} --help)"
 
 
+def _terminated(signum: int, _frame: object) -> None:
+    raise SystemExit(128 + signum)
+
+
 def main(args: list[str] | None = None) -> None:
     """The `irqlab` entry point. Usage errors (a wrong option type, a missing or
     extra argument, an unknown option or command) are one `error:` line and exit
     2, like every other bad input, instead of click's boxed message."""
     argv = sys.argv[1:] if args is None else args
+    # SIGTERM unwinds like Ctrl-C, so that temp files and tracefs instances are removed.
+    signal.signal(signal.SIGTERM, _terminated)
     if not argv:
         # No command: the overview, as `irqlab --help` gives it.
         argv = ["--help"]

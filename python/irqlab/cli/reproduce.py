@@ -10,7 +10,7 @@ import typer
 from rich.table import Table
 
 from .. import SCENARIOS_DIR, _core
-from .._util import atomic_write, progress
+from .._util import progress, write_all
 from ..provenance import commit
 from ..reproduce import verdict as figure_verdict
 from . import app, check_workers, user_errors
@@ -46,8 +46,8 @@ def reproduce(
     rows = [row for r in runs for row in repro.check(r, runs)]
     page = report.render(rows, runs, _core.__version__)
     made_by = {"irqlab": _core.__version__, "commit": commit()}
-    atomic_write(out_dir / "figures.json", dump({"figures": rows, "counts": repro.counts(rows), "provenance": made_by}))
-    atomic_write(out_dir / "index.html", page)
+    doc = dump({"figures": rows, "counts": repro.counts(rows), "provenance": made_by})
+    write_all([(out_dir / "figures.json", doc), (out_dir / "index.html", page)])
 
     if not rows:
         err.print(

@@ -10,9 +10,9 @@ from typing import Annotated
 import typer
 
 from .. import _core, provenance
-from .._util import UserError, atomic_write, check_overrides, measured_keys, read_scenario, set_from
+from .._util import UserError, atomic_write, check_overrides, measured_keys, read_scenario, set_from, write_all
 from . import JsonOpt, ScenarioArg, SeedOpt, SetFromOpt, SetOpt, app, check_seed, user_errors
-from .render import dump, out, print_result, to_stdout, write_json
+from .render import dump, out, print_result, to_stdout
 
 
 @app.command()
@@ -23,9 +23,13 @@ def run(
     set_from_: SetFromOpt = None,
     seed: SeedOpt = None,
     json_out: JsonOpt = None,
-    trace_out: Annotated[Path | None, typer.Option("--trace", help="Write a Perfetto trace here.")] = None,
+    trace_out: Annotated[
+        Path | None, typer.Option("--trace", help="Write a Perfetto trace here ('-' = stdout).")
+    ] = None,
 ) -> None:
     """Run a scenario and print its metrics."""
+    if to_stdout(json_out) and to_stdout(trace_out):
+        raise UserError("--json - and --trace -: only one output can go to stdout")
     text, origin = read_scenario(scenario)
     overrides = set_from(set_from_) + check_overrides(set_)
     raw, trace = _core.run(text, origin, overrides, check_seed(seed), trace_out is not None)
@@ -35,11 +39,15 @@ def run(
     )
     if trace_out is not None and trace is None:
         raise UserError(f"--trace {trace_out}: the core produced no trace")
-    if json_out is not None:
-        write_json(json_out, result)
-    if trace_out is not None and trace is not None:
-        atomic_write(trace_out, trace)
-    if not to_stdout(json_out):
+    # Both outputs or neither: a trace that cannot be written leaves no JSON behind.
+    outputs: list[tuple[Path | None, bytes | str | None]] = [(json_out, dump(result)), (trace_out, trace)]
+    write_all([(d, x) for d, x in outputs if d is not None and x is not None and not to_stdout(d)])
+    if to_stdout(json_out):
+        sys.stdout.write(dump(result))
+    elif to_stdout(trace_out) and trace is not None:
+        sys.stdout.buffer.write(trace)
+        sys.stdout.flush()
+    else:
         print_result(result)
 
 
