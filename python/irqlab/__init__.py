@@ -84,10 +84,12 @@ def run(
     scenario or override and for a seed outside 0 … 2^64-1; TypeError for
     overrides that are not a list of strings or a seed that is not an integer."""
     from . import provenance
+    from ._util import in_worker
 
     text, origin = _read(path)
     overrides = _overrides(overrides)
-    result, trace_bytes = _core.run(text, origin, overrides, _seed(seed), trace)
+    s = _seed(seed)
+    result, trace_bytes = in_worker(lambda stop: _core.run(text, origin, overrides, s, trace, stop))
     doc: dict[str, Any] = json.loads(result)
     doc["provenance"] = provenance.build(text, origin, overrides, metrics=[*doc["metrics"], *doc["histograms"]])
     return doc, trace_bytes

@@ -8,6 +8,7 @@ from collections.abc import Mapping, Sequence
 
 __all__ = [
     "ScenarioError",
+    "StopFlag",
     "__version__",
     "host_gettid_ns",
     "host_page_faults",
@@ -34,13 +35,30 @@ def load_scenario(text: str, origin: str, overrides: list[str] = ...) -> str:
 def load(text: str, origin: str, overrides: list[str] = ...) -> str:
     """`load_scenario` under its short name."""
 
+class StopFlag:
+    """Stops the runs given it (Ctrl-C): they end as KeyboardInterrupt."""
+    def __init__(self) -> None: ...
+    def set(self) -> None: ...
+    def is_set(self) -> bool: ...
+
 def run(
-    text: str, origin: str, overrides: list[str] = ..., seed: int | None = None, trace: bool = False
+    text: str,
+    origin: str,
+    overrides: list[str] = ...,
+    seed: int | None = None,
+    trace: bool = False,
+    stop: StopFlag | None = None,
 ) -> tuple[str, bytes | None]:
-    """Run a scenario (GIL released): (result JSON, Perfetto trace bytes if `trace`)."""
+    """Run a scenario (GIL released): (result JSON, Perfetto trace bytes if `trace`).
+    Raises KeyboardInterrupt if `stop` was set before the run ended."""
 
 def run_replay(
-    text: str, origin: str, overrides: list[str], seed: int | None, arrivals: Mapping[str, Sequence[int]]
+    text: str,
+    origin: str,
+    overrides: list[str],
+    seed: int | None,
+    arrivals: Mapping[str, Sequence[int]],
+    stop: StopFlag | None = None,
 ) -> str:
     """Run a scenario whose `replay` sources take `arrivals` (replay key -> sorted times in ps); the result JSON."""
 

@@ -9,9 +9,11 @@ import re
 import secrets
 import stat
 import sys
+import threading
 from collections.abc import Callable, Iterator, Sequence
 from contextlib import contextmanager
 from pathlib import Path
+from typing import Any, TypeVar
 
 from rich.console import Console
 from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
@@ -127,6 +129,41 @@ def atomic_write(path: str | os.PathLike[str], data: bytes | str) -> None:
     """Write `data` to `path` so that readers see the old file or the complete new one
     (`write_all` of one output)."""
     write_all([(path, data)])
+
+
+T = TypeVar("T")
+
+
+def in_worker(call: Callable[[Any], T]) -> T:
+    """Run `call(stop_flag)` (a core run, GIL released) in a worker thread while
+    this thread waits: Ctrl-C reaches Python only in the main thread, and only
+    between bytecodes, so a run on the main thread would ignore it until it
+    ended. On Ctrl-C the flag stops the core within a few thousand events and
+    KeyboardInterrupt goes on up."""
+    from . import _core
+
+    flag = _core.StopFlag()
+    box: dict[str, Any] = {}
+
+    def work() -> None:
+        try:
+            box["value"] = call(flag)
+        except BaseException as e:  # handed to the waiting thread
+            box["error"] = e
+
+    t = threading.Thread(target=work, name="irqlab-run", daemon=True)
+    t.start()
+    try:
+        while t.is_alive():
+            t.join(0.1)
+    except KeyboardInterrupt:
+        flag.set()
+        t.join()
+        raise
+    if "error" in box:
+        raise box["error"]
+    result: T = box["value"]
+    return result
 
 
 def progress_enabled() -> bool:

@@ -73,8 +73,10 @@ def prepare(files: list[Path]) -> list[FigureRun]:
 
 
 def execute(runs: list[FigureRun], workers: int, advance: Callable[[], None]) -> None:
+    stop = _core.StopFlag()
+
     def one(r: FigureRun) -> dict[str, Any]:
-        raw, _ = _core.run(r.text, r.origin, r.overrides, None, False)
+        raw, _ = _core.run(r.text, r.origin, r.overrides, None, False, stop)
         result: dict[str, Any] = json.loads(raw)
         return result
 
@@ -84,6 +86,10 @@ def execute(runs: list[FigureRun], workers: int, advance: Callable[[], None]) ->
             for f in as_completed(futs):
                 futs[f].result = f.result()
                 advance()
+        except KeyboardInterrupt:
+            stop.set()
+            ex.shutdown(wait=True, cancel_futures=True)
+            raise
         except _core.ScenarioError as e:
             ex.shutdown(wait=True, cancel_futures=True)
             raise UserError(one_line(str(e))) from None

@@ -116,11 +116,12 @@ def plan(text: str, origin: str, axes: list[tuple[str, list[str]]], sets: list[s
     return sweep
 
 
-def run_point(text: str, origin: str, overrides: list[str], seed: int | None) -> tuple[bool, str]:
+def run_point(text: str, origin: str, overrides: list[str], seed: int | None, stop: Any = None) -> tuple[bool, str]:
     """Run one point; errors come back as values because a pyo3 exception class
-    may not survive pickling between Dask/Ray processes."""
+    may not survive pickling between Dask/Ray processes. `stop`: a local run's
+    shared `_core.StopFlag` (Ctrl-C)."""
     try:
-        result, _ = _core.run(text, origin, overrides, seed, False)
+        result, _ = _core.run(text, origin, overrides, seed, False, stop)
         return True, result
     except _core.ScenarioError as e:
         return False, one_line(str(e))
@@ -132,12 +133,17 @@ Job = tuple[str, str, list[str], int | None]
 
 def _run_local(jobs: list[Job], workers: int, advance: Advance) -> list[tuple[bool, str]]:
     out: list[Any] = [None] * len(jobs)
+    stop = _core.StopFlag()
     ex = ThreadPoolExecutor(max_workers=workers, thread_name_prefix="irqlab-sweep")
     try:
-        futs = {ex.submit(run_point, *job): i for i, job in enumerate(jobs)}
+        futs = {ex.submit(run_point, *job, stop): i for i, job in enumerate(jobs)}
         for f in as_completed(futs):
             out[futs[f]] = f.result()
             advance()
+    except KeyboardInterrupt:
+        # Points under way end within a few thousand events; the rest never start.
+        stop.set()
+        raise
     finally:
         ex.shutdown(wait=True, cancel_futures=True)
     return out

@@ -14,6 +14,8 @@ use crate::platform::machine::{Machine, Parts};
 use crate::scenario::Scenario;
 use serde::Serialize;
 use std::collections::BTreeMap;
+use std::sync::atomic::AtomicBool;
+use std::sync::Arc;
 
 pub struct RunOutput {
     pub report: Report,
@@ -25,14 +27,18 @@ pub struct RunOutput {
     pub seed: u64,
     /// The KVM model's own checks, for `[kvm]` scenarios.
     pub kvm: Option<KvmAudit>,
+    /// The run was stopped before its end (its report covers less than asked).
+    pub stopped: bool,
 }
 
-#[derive(Clone, Copy, Debug, Default)]
+#[derive(Clone, Debug, Default)]
 pub struct RunOptions {
     pub seed: Option<u64>,
     pub trace: bool,
     /// Keep what invariant checks need (delivered ids, fabric intervals).
     pub audit: bool,
+    /// Set from outside (Ctrl-C) to end the run early: `RunOutput::stopped` then says so.
+    pub stop: Option<Arc<AtomicBool>>,
 }
 
 /// The models a scenario can name. KVM x86's VM-enter loop is a model of its
@@ -50,7 +56,7 @@ fn model_of(sc: &Scenario) -> ModelKind {
     }
 }
 
-fn span(sc: &Scenario, opt: RunOptions) -> Span {
+fn span(sc: &Scenario, opt: &RunOptions) -> Span {
     let (warmup, end) = (sc.warmup.ps(), sc.duration.ps());
     let trace = opt.trace.then(|| TraceBounds {
         start: sc.trace.start.map(|t| t.ps()).unwrap_or(warmup),
@@ -72,13 +78,14 @@ pub fn run_replay(sc: &Scenario, opt: RunOptions, arrivals: &BTreeMap<String, Ve
 
 fn run_with(sc: &Scenario, opt: RunOptions, arrivals: &BTreeMap<String, Vec<Ps>>) -> RunOutput {
     let seed = opt.seed.unwrap_or(sc.seed);
-    let span = span(sc, opt);
+    let span = span(sc, &opt);
     match model_of(sc) {
         ModelKind::KvmX86 => {
-            let out = protocol::run::<KvmModel>(sc, seed, span, |_| {});
+            let out = protocol::run_stoppable::<KvmModel>(sc, seed, span, opt.stop.clone(), |_| {});
             let mut kvm = out.audit;
             kvm.time_reversals = out.time_reversals;
-            RunOutput { report: out.report, trace: out.trace, audit: Audit::default(), pending_events: 0, seed, kvm: Some(kvm) }
+            let stopped = out.stopped;
+            RunOutput { report: out.report, trace: out.trace, audit: Audit::default(), pending_events: 0, seed, kvm: Some(kvm), stopped }
         }
         ModelKind::Machine => run_machine::<Components>(sc, opt, arrivals),
     }
@@ -88,7 +95,7 @@ fn run_with(sc: &Scenario, opt: RunOptions, arrivals: &BTreeMap<String, Vec<Ps>>
 /// `components::Components`; a test may run its own list).
 pub fn run_machine<P: Parts>(sc: &Scenario, opt: RunOptions, arrivals: &BTreeMap<String, Vec<Ps>>) -> RunOutput {
     let seed = opt.seed.unwrap_or(sc.seed);
-    let out = protocol::run::<Machine<P>>(sc, seed, span(sc, opt), |m| {
+    let out = protocol::run_stoppable::<Machine<P>>(sc, seed, span(sc, &opt), opt.stop.clone(), |m| {
         for (src, cfg) in m.srcs.iter_mut().zip(sc.sources.iter()) {
             if let Some(times) = cfg.replay.as_ref().and_then(|k| arrivals.get(k)) {
                 src.replay = Some((times.clone(), 0));
@@ -104,7 +111,7 @@ pub fn run_machine<P: Parts>(sc: &Scenario, opt: RunOptions, arrivals: &BTreeMap
     });
     let (mut audit, pending_events) = out.audit;
     audit.time_reversals = out.time_reversals;
-    RunOutput { report: out.report, trace: out.trace, audit, pending_events, seed, kvm: None }
+    RunOutput { report: out.report, trace: out.trace, audit, pending_events, seed, kvm: None, stopped: out.stopped }
 }
 
 #[derive(Serialize)]

@@ -7,10 +7,12 @@
 #![allow(clippy::useless_conversion)]
 
 use pyo3::create_exception;
-use pyo3::exceptions::{PyRuntimeError, PyValueError};
+use pyo3::exceptions::{PyKeyboardInterrupt, PyRuntimeError, PyValueError};
 use pyo3::prelude::*;
 use pyo3::types::PyBytes;
 use std::panic::{catch_unwind, AssertUnwindSafe};
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::Arc;
 
 create_exception!(irqlab._core, ScenarioError, PyValueError, "A scenario, override or option is invalid; the message is one line.");
 
@@ -43,17 +45,57 @@ fn load_scenario(text: &str, origin: &str, overrides: Vec<String>) -> PyResult<S
     serde_json::to_string(&sc).map_err(|e| PyRuntimeError::new_err(e.to_string()))
 }
 
+/// A flag that stops the runs given it (Ctrl-C): `set()` from any thread.
+#[pyclass(frozen)]
+#[derive(Default)]
+struct StopFlag(Arc<AtomicBool>);
+
+#[pymethods]
+impl StopFlag {
+    #[new]
+    fn new() -> Self {
+        Self::default()
+    }
+    fn set(&self) {
+        self.0.store(true, Ordering::Relaxed);
+    }
+    fn is_set(&self) -> bool {
+        self.0.load(Ordering::Relaxed)
+    }
+}
+
+fn options(seed: Option<u64>, trace: bool, stop: Option<&Bound<'_, StopFlag>>) -> irqlab_core::RunOptions {
+    irqlab_core::RunOptions { seed, trace, audit: false, stop: stop.map(|f| f.get().0.clone()) }
+}
+
+/// A stopped run's partial results are not results: it ends as KeyboardInterrupt.
+fn finished<T>(out: (T, bool)) -> PyResult<T> {
+    match out {
+        (_, true) => Err(PyKeyboardInterrupt::new_err("the run was stopped before its end")),
+        (v, false) => Ok(v),
+    }
+}
+
 /// Runs a scenario with the GIL released; returns (result JSON, trace bytes or None).
 #[pyfunction]
-#[pyo3(signature = (text, origin, overrides=vec![], seed=None, trace=false))]
-fn run(py: Python<'_>, text: &str, origin: &str, overrides: Vec<String>, seed: Option<u64>, trace: bool) -> PyResult<(String, PyObject)> {
+#[pyo3(signature = (text, origin, overrides=vec![], seed=None, trace=false, stop=None))]
+fn run(
+    py: Python<'_>,
+    text: &str,
+    origin: &str,
+    overrides: Vec<String>,
+    seed: Option<u64>,
+    trace: bool,
+    stop: Option<&Bound<'_, StopFlag>>,
+) -> PyResult<(String, PyObject)> {
     let sc = load(text, origin, overrides)?;
-    let (json, bytes) = py.allow_threads(|| {
+    let opt = options(seed, trace, stop);
+    let (json, bytes) = finished(py.allow_threads(|| {
         guarded(|| {
-            let out = irqlab_core::run(&sc, irqlab_core::RunOptions { seed, trace, audit: false });
-            (irqlab_core::to_json(&sc, &out), out.trace)
+            let out = irqlab_core::run(&sc, opt);
+            ((irqlab_core::to_json(&sc, &out), out.trace), out.stopped)
         })
-    })?;
+    })?)?;
     let bytes = match bytes {
         Some(b) => PyBytes::new_bound(py, &b).into_any().unbind(),
         None => py.None(),
@@ -103,7 +145,7 @@ fn host_page_faults(py: Python<'_>, seconds: f64, bytes: usize) -> PyResult<(u64
 /// Runs a scenario whose `replay` sources take recorded arrivals:
 /// `arrivals` maps a replay key to sorted times in ps. Returns the result JSON.
 #[pyfunction]
-#[pyo3(signature = (text, origin, overrides, seed, arrivals))]
+#[pyo3(signature = (text, origin, overrides, seed, arrivals, stop=None))]
 fn run_replay(
     py: Python<'_>,
     text: &str,
@@ -111,14 +153,16 @@ fn run_replay(
     overrides: Vec<String>,
     seed: Option<u64>,
     arrivals: std::collections::BTreeMap<String, Vec<u64>>,
+    stop: Option<&Bound<'_, StopFlag>>,
 ) -> PyResult<String> {
     let sc = load(text, origin, overrides)?;
-    py.allow_threads(|| {
+    let opt = options(seed, false, stop);
+    finished(py.allow_threads(|| {
         guarded(|| {
-            let out = irqlab_core::run_replay(&sc, irqlab_core::RunOptions { seed, trace: false, audit: false }, &arrivals);
-            irqlab_core::to_json(&sc, &out)
+            let out = irqlab_core::run_replay(&sc, opt, &arrivals);
+            (irqlab_core::to_json(&sc, &out), out.stopped)
         })
-    })
+    })?)
 }
 
 /// A time as scenarios write it ("300ns", "1.5us"), in picoseconds.
@@ -149,6 +193,7 @@ fn _core(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add_function(wrap_pyfunction!(schema, m)?)?;
     m.add_function(wrap_pyfunction!(kvm_requests, m)?)?;
     m.add_function(wrap_pyfunction!(zero_costs, m)?)?;
+    m.add_class::<StopFlag>()?;
     m.add_function(wrap_pyfunction!(host_gettid_ns, m)?)?;
     m.add_function(wrap_pyfunction!(run_replay, m)?)?;
     m.add_function(wrap_pyfunction!(host_sched_yield_ops, m)?)?;

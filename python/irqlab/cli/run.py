@@ -10,7 +10,16 @@ from typing import Annotated
 import typer
 
 from .. import _core, provenance
-from .._util import UserError, atomic_write, check_overrides, measured_keys, read_scenario, set_from, write_all
+from .._util import (
+    UserError,
+    atomic_write,
+    check_overrides,
+    in_worker,
+    measured_keys,
+    read_scenario,
+    set_from,
+    write_all,
+)
 from . import JsonOpt, ScenarioArg, SeedOpt, SetFromOpt, SetOpt, app, check_seed, user_errors
 from .render import dump, out, print_result, to_stdout
 
@@ -32,7 +41,8 @@ def run(
         raise UserError("--json - and --trace -: only one output can go to stdout")
     text, origin = read_scenario(scenario)
     overrides = set_from(set_from_) + check_overrides(set_)
-    raw, trace = _core.run(text, origin, overrides, check_seed(seed), trace_out is not None)
+    s = check_seed(seed)
+    raw, trace = in_worker(lambda stop: _core.run(text, origin, overrides, s, trace_out is not None, stop))
     result = json.loads(raw)
     result["provenance"] = provenance.build(
         text, origin, overrides, measured_keys(set_from_), [*result["metrics"], *result["histograms"]]

@@ -10,7 +10,7 @@ from pathlib import Path
 from typing import Any
 
 from .. import _core
-from .._util import UserError, one_line
+from .._util import UserError, in_worker, one_line
 from .record import SCHEMA_TAG
 
 REQUIRED = {"time": "int64", "cpu": "int32", "irq": "int32", "name": "string", "event": "string"}
@@ -90,7 +90,8 @@ def replay(
             f"the trace has: {', '.join(busiest[:8]) or 'no interrupts'}"
         )
     try:
-        raw = _core.run_replay(text, origin, list(overrides), seed, got)
+        ov = list(overrides)
+        raw = in_worker(lambda stop: _core.run_replay(text, origin, ov, seed, got, stop))
     except _core.ScenarioError as e:
         raise UserError(one_line(str(e))) from None
     res = json.loads(raw)

@@ -7,6 +7,8 @@ use super::sim::{Model, Scheduler};
 use super::stats::Report;
 use super::time::Ps;
 use super::trace::{TraceBounds, Tracer};
+use std::sync::atomic::AtomicBool;
+use std::sync::Arc;
 
 pub trait Protocol: Model + Sized {
     /// What the model is built from (a scenario).
@@ -39,11 +41,24 @@ pub struct Outcome<A> {
     pub audit: A,
     /// Events the scheduler handed out of time order (the queue's audit: always 0).
     pub time_reversals: u64,
+    /// The stop flag ended the run before `end`: the report covers less than asked.
+    pub stopped: bool,
 }
 
 /// Runs a model through the protocol. `prepare` runs once it is built, before
 /// it starts (e.g. to give it recorded arrivals).
 pub fn run<M: Protocol>(cfg: &M::Config, seed: u64, span: Span, prepare: impl FnOnce(&mut M)) -> Outcome<M::Audit> {
+    run_stoppable(cfg, seed, span, None, prepare)
+}
+
+/// [`run`], ending early once `stop` is set (Ctrl-C).
+pub fn run_stoppable<M: Protocol>(
+    cfg: &M::Config,
+    seed: u64,
+    span: Span,
+    stop: Option<Arc<AtomicBool>>,
+    prepare: impl FnOnce(&mut M),
+) -> Outcome<M::Audit> {
     let tracer = match span.trace {
         Some(b) => Tracer::new(b),
         None => Tracer::disabled(),
@@ -51,6 +66,9 @@ pub fn run<M: Protocol>(cfg: &M::Config, seed: u64, span: Span, prepare: impl Fn
     let mut m = M::build(cfg, seed, tracer);
     prepare(&mut m);
     let mut s = Scheduler::new();
+    if let Some(flag) = stop {
+        s.set_stop(flag);
+    }
     m.start(&mut s);
     s.run_until(&mut m, span.warmup);
     if span.warmup > 0 {
@@ -60,5 +78,5 @@ pub fn run<M: Protocol>(cfg: &M::Config, seed: u64, span: Span, prepare: impl Fn
     let now = s.now();
     let report = m.report(now, s.events());
     let (audit, tracer) = m.finish(now);
-    Outcome { report, trace: tracer.finish(now), audit, time_reversals: s.time_reversals() }
+    Outcome { report, trace: tracer.finish(now), audit, time_reversals: s.time_reversals(), stopped: s.stopped() }
 }

@@ -3,6 +3,12 @@
 
 use super::queue::{EventQueue, HeapQueue};
 use super::time::Ps;
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::Arc;
+
+/// How many events pass between two looks at the stop flag: often enough to
+/// stop within milliseconds, rare enough to cost nothing per event.
+const STOP_POLL: u64 = 1 << 12;
 
 /// A handle to a scheduled timer, used to cancel it. Stale handles are harmless:
 /// cancelling a timer that already fired or was cancelled does nothing.
@@ -29,6 +35,9 @@ pub struct Scheduler<E, Q = HeapQueue<Envelope<E>>> {
     events: u64,
     /// Events popped with a time before the clock's: a broken queue (the audit).
     reversals: u64,
+    /// Set from outside (Ctrl-C) to end the run early; `stopped` says it did.
+    stop: Option<Arc<AtomicBool>>,
+    stopped: bool,
     _e: std::marker::PhantomData<E>,
 }
 
@@ -52,8 +61,20 @@ impl<E: Copy> Scheduler<E> {
             free_slots: Vec::new(),
             events: 0,
             reversals: 0,
+            stop: None,
+            stopped: false,
             _e: std::marker::PhantomData,
         }
+    }
+
+    /// A flag that, once set, ends `run_until` within `STOP_POLL` events.
+    pub fn set_stop(&mut self, flag: Arc<AtomicBool>) {
+        self.stop = Some(flag);
+    }
+
+    /// Whether the run ended early because the stop flag was set.
+    pub fn stopped(&self) -> bool {
+        self.stopped
     }
 
     #[inline]
@@ -139,8 +160,15 @@ impl<E: Copy> Scheduler<E> {
 
     /// Runs `model` until simulated time `until`; the clock ends at `until`.
     pub fn run_until<M: Model<Event = E>>(&mut self, model: &mut M, until: Ps) {
+        if self.stopped {
+            return;
+        }
         while let Some(ev) = self.next_before(until) {
             model.handle(self, ev);
+            if self.events.is_multiple_of(STOP_POLL) && self.stop.as_ref().is_some_and(|f| f.load(Ordering::Relaxed)) {
+                self.stopped = true;
+                return;
+            }
         }
         self.now = self.now.max(until);
     }
@@ -192,6 +220,27 @@ mod tests {
         s.run_until(&mut log, 10);
         assert_eq!(log.0, vec![(1, 1), (3, 2)]);
         assert!(!s.cancel(b));
+    }
+
+    #[test]
+    fn a_stop_flag_ends_the_run_early_and_says_so() {
+        struct Forever;
+        impl Model for Forever {
+            type Event = Ev;
+            fn handle(&mut self, s: &mut Scheduler<Ev>, ev: Ev) {
+                s.after(1, ev);
+            }
+        }
+        let flag = Arc::new(AtomicBool::new(false));
+        let mut s = Scheduler::new();
+        s.set_stop(flag.clone());
+        s.after(1, Ev::Tick(0));
+        s.run_until(&mut Forever, 10 * STOP_POLL);
+        assert!(!s.stopped() && s.now() == 10 * STOP_POLL);
+        flag.store(true, Ordering::Relaxed);
+        s.run_until(&mut Forever, Ps::MAX);
+        assert!(s.stopped());
+        assert!(s.events() <= 12 * STOP_POLL, "{} events", s.events());
     }
 
     #[test]
