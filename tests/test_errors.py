@@ -209,3 +209,35 @@ def test_the_python_api_raises_typed_errors(small, tmp_path):
         irqlab.run(small, seed=True)
     with pytest.raises(TypeError, match="wrap it in"):
         irqlab.load(small, "x")  # type: ignore[arg-type]
+
+
+def test_unbounded_work_is_refused_naming_the_key_unless_forced(small, tmp_path):
+    flood = write(
+        tmp_path,
+        "flood.toml",
+        'name = "f"\nduration = "1s"\n[[source]]\nname = "x"\nrate = "1e12/s"\nhandler = "1us"\n',
+    )
+    out = tmp_path / "r.json"
+    assert_user_error(run_cli("run", flood, "--json", out), "source.0.rate", "events", "--force")
+    assert_user_error(run_cli("run", small, "--set", "source.0.count=2147483647"), "source.0.count", "memory")
+    assert_user_error(run_cli("run", small, "--set", "fabric.slots=4294967295"), "fabric.slots", "memory")
+    zero = write(
+        tmp_path,
+        "zero.toml",
+        'name = "z"\nduration = "1ms"\n[[task]]\nname = "t"\nwork = "0ns"\nexception = "syscall"\n',
+    )
+    assert_user_error(run_cli("run", zero), "task.0.work", "takes no time")
+    assert_user_error(run_cli("sweep", flood, "--grid", "seed=1,2"), "source.0.rate", "grid point")
+    assert not out.exists()
+    # The events ceiling is a documented default; --force runs past it.
+    import os
+    import subprocess
+    import sys
+
+    env = {**os.environ, "CI": "true", "IRQLAB_MAX_EVENTS": "1000"}
+    cmd = [sys.executable, "-m", "irqlab", "run", str(small), "--json", str(out)]
+    p = subprocess.run(cmd, env=env, capture_output=True, text=True)
+    assert p.returncode == 2 and "over the limit of 1.0e3 events" in p.stderr, p.stderr
+    p = subprocess.run([*cmd, "--force"], env=env, capture_output=True, text=True)
+    assert p.returncode == 0, p.stderr
+    assert out.exists()

@@ -76,20 +76,24 @@ def run(
     overrides: Iterable[str] = (),
     seed: int | None = None,
     trace: bool = False,
+    force: bool = False,
 ) -> tuple[dict[str, Any], bytes | None]:
     """Run the scenario at `path`; returns (result dict, Perfetto trace bytes or None).
     The result carries its `provenance` (irqlab.provenance).
 
     Raises ScenarioError (a ValueError) for a missing, unreadable or invalid
     scenario or override and for a seed outside 0 … 2^64-1; TypeError for
-    overrides that are not a list of strings or a seed that is not an integer."""
+    overrides that are not a list of strings or a seed that is not an integer.
+    A run whose estimated events or memory pass the limits is refused
+    (ScenarioError naming the key) unless `force`; Ctrl-C stops it
+    (KeyboardInterrupt)."""
     from . import provenance
     from ._util import in_worker
 
     text, origin = _read(path)
     overrides = _overrides(overrides)
     s = _seed(seed)
-    result, trace_bytes = in_worker(lambda stop: _core.run(text, origin, overrides, s, trace, stop))
+    result, trace_bytes = in_worker(lambda stop: _core.run(text, origin, overrides, s, trace, stop, force))
     doc: dict[str, Any] = json.loads(result)
     doc["provenance"] = provenance.build(text, origin, overrides, metrics=[*doc["metrics"], *doc["histograms"]])
     return doc, trace_bytes

@@ -10,6 +10,7 @@ __all__ = [
     "ScenarioError",
     "StopFlag",
     "__version__",
+    "check_budget",
     "host_gettid_ns",
     "host_page_faults",
     "host_sched_yield_ops",
@@ -48,9 +49,14 @@ def run(
     seed: int | None = None,
     trace: bool = False,
     stop: StopFlag | None = None,
+    force: bool = False,
 ) -> tuple[str, bytes | None]:
     """Run a scenario (GIL released): (result JSON, Perfetto trace bytes if `trace`).
-    Raises KeyboardInterrupt if `stop` was set before the run ended."""
+    Raises KeyboardInterrupt if `stop` was set before the run ended, and
+    ScenarioError if its estimated events or memory pass the limits (unless `force`)."""
+
+def check_budget(text: str, origin: str, overrides: list[str] = ..., trace: bool = False) -> None:
+    """ScenarioError if a run's estimated events or memory pass the limits."""
 
 def run_replay(
     text: str,
@@ -59,6 +65,7 @@ def run_replay(
     seed: int | None,
     arrivals: Mapping[str, Sequence[int]],
     stop: StopFlag | None = None,
+    force: bool = False,
 ) -> str:
     """Run a scenario whose `replay` sources take `arrivals` (replay key -> sorted times in ps); the result JSON."""
 

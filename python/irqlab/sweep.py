@@ -41,6 +41,8 @@ class Sweep:
     origin: str
     axes: list[tuple[str, list[str]]]
     points: list[Point] = field(default_factory=list)
+    #: Run even if a point's estimated events or memory pass the limits.
+    force: bool = False
 
 
 def _split_values(spec: str, raw: str) -> list[str]:
@@ -94,12 +96,14 @@ def parse_grid(specs: Sequence[str] | None) -> list[tuple[str, list[str]]]:
     return axes
 
 
-def plan(text: str, origin: str, axes: list[tuple[str, list[str]]], sets: list[str], seed: int | None) -> Sweep:
+def plan(
+    text: str, origin: str, axes: list[tuple[str, list[str]]], sets: list[str], seed: int | None, force: bool = False
+) -> Sweep:
     """Expand the grid and validate every point before anything runs, so a typo
     in the last value does not surface after an hour of sweeping."""
     if seed is not None and any(k == "seed" for k, _ in axes):
         raise UserError("--seed and --grid seed=... both given; use one")
-    sweep = Sweep(text, origin, axes)
+    sweep = Sweep(text, origin, axes, force=force)
     keys = [k for k, _ in axes]
     for combo in itertools.product(*(vals for _, vals in axes)):
         coords = dict(zip(keys, combo))
@@ -110,25 +114,29 @@ def plan(text: str, origin: str, axes: list[tuple[str, list[str]]], sets: list[s
         point = Point(coords, ov, pseed)
         try:
             _core.load(text, origin, ov)
+            if not force:
+                _core.check_budget(text, origin, ov)
         except _core.ScenarioError as e:
             raise UserError(f"{one_line(str(e))} (grid point {point.describe()})") from None
         sweep.points.append(point)
     return sweep
 
 
-def run_point(text: str, origin: str, overrides: list[str], seed: int | None, stop: Any = None) -> tuple[bool, str]:
+def run_point(
+    text: str, origin: str, overrides: list[str], seed: int | None, force: bool = False, stop: Any = None
+) -> tuple[bool, str]:
     """Run one point; errors come back as values because a pyo3 exception class
     may not survive pickling between Dask/Ray processes. `stop`: a local run's
     shared `_core.StopFlag` (Ctrl-C)."""
     try:
-        result, _ = _core.run(text, origin, overrides, seed, False, stop)
+        result, _ = _core.run(text, origin, overrides, seed, False, stop, force)
         return True, result
     except _core.ScenarioError as e:
         return False, one_line(str(e))
 
 
 Advance = Callable[[], None]
-Job = tuple[str, str, list[str], int | None]
+Job = tuple[str, str, list[str], int | None, bool]
 
 
 def _run_local(jobs: list[Job], workers: int, advance: Advance) -> list[tuple[bool, str]]:
@@ -222,7 +230,7 @@ def _run_ray(jobs: list[Job], workers: int, address: str | None, advance: Advanc
 
 def execute(sweep: Sweep, backend: str, workers: int, address: str | None, advance: Advance) -> list[dict[str, Any]]:
     """Run every point; results come back in grid order whatever the completion order."""
-    jobs: list[Job] = [(sweep.text, sweep.origin, p.overrides, p.seed) for p in sweep.points]
+    jobs: list[Job] = [(sweep.text, sweep.origin, p.overrides, p.seed, sweep.force) for p in sweep.points]
     if backend == "local":
         raw = _run_local(jobs, workers, advance)
     elif backend == "dask":

@@ -65,6 +65,18 @@ fn yield_loop(dur: Duration) -> u64 {
     }
 }
 
+/// This machine's physical memory in bytes (0 if unknown): a run's memory
+/// ceiling is half of it.
+pub fn physical_memory() -> u64 {
+    // SAFETY: sysconf has no preconditions.
+    let (pages, size) = unsafe { (libc::sysconf(libc::_SC_PHYS_PAGES), libc::sysconf(libc::_SC_PAGE_SIZE)) };
+    if pages > 0 && size > 0 {
+        pages as u64 * size as u64
+    } else {
+        0
+    }
+}
+
 const PAGE: usize = 4096;
 
 /// will-it-scale `page_fault1`: map `bytes` of anonymous memory, write one byte

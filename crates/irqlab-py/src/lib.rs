@@ -64,6 +64,29 @@ impl StopFlag {
     }
 }
 
+/// Refuses a run whose estimated events or memory pass the limits (issue 11):
+/// a ceiling on events, and half of this machine's RAM.
+fn within_budget(sc: &irqlab_core::Scenario, origin: &str, trace: bool) -> PyResult<()> {
+    let ram = irqlab_host::physical_memory() as f64;
+    let max_memory = if ram > 0.0 { ram / 2.0 } else { 8e9 };
+    // IRQLAB_MAX_EVENTS moves the events ceiling (documented in docs/bad-input.md).
+    let max_events = std::env::var("IRQLAB_MAX_EVENTS")
+        .ok()
+        .and_then(|v| v.trim().parse::<f64>().ok())
+        .filter(|v| *v > 0.0)
+        .unwrap_or(irqlab_core::scenario::budget::MAX_EVENTS);
+    irqlab_core::scenario::budget::check(sc, trace, max_events, max_memory)
+        .map_err(|(key, msg)| ScenarioError::new_err(format!("{origin}: {key}: {msg}")))
+}
+
+/// Checks a scenario (with overrides) against the run budget without running it.
+#[pyfunction]
+#[pyo3(signature = (text, origin, overrides=vec![], trace=false))]
+fn check_budget(text: &str, origin: &str, overrides: Vec<String>, trace: bool) -> PyResult<()> {
+    let sc = load(text, origin, overrides)?;
+    within_budget(&sc, origin, trace)
+}
+
 fn options(seed: Option<u64>, trace: bool, stop: Option<&Bound<'_, StopFlag>>) -> irqlab_core::RunOptions {
     irqlab_core::RunOptions { seed, trace, audit: false, stop: stop.map(|f| f.get().0.clone()) }
 }
@@ -78,7 +101,8 @@ fn finished<T>(out: (T, bool)) -> PyResult<T> {
 
 /// Runs a scenario with the GIL released; returns (result JSON, trace bytes or None).
 #[pyfunction]
-#[pyo3(signature = (text, origin, overrides=vec![], seed=None, trace=false, stop=None))]
+#[pyo3(signature = (text, origin, overrides=vec![], seed=None, trace=false, stop=None, force=false))]
+#[allow(clippy::too_many_arguments)]
 fn run(
     py: Python<'_>,
     text: &str,
@@ -87,8 +111,12 @@ fn run(
     seed: Option<u64>,
     trace: bool,
     stop: Option<&Bound<'_, StopFlag>>,
+    force: bool,
 ) -> PyResult<(String, PyObject)> {
     let sc = load(text, origin, overrides)?;
+    if !force {
+        within_budget(&sc, origin, trace)?;
+    }
     let opt = options(seed, trace, stop);
     let (json, bytes) = finished(py.allow_threads(|| {
         guarded(|| {
@@ -145,7 +173,8 @@ fn host_page_faults(py: Python<'_>, seconds: f64, bytes: usize) -> PyResult<(u64
 /// Runs a scenario whose `replay` sources take recorded arrivals:
 /// `arrivals` maps a replay key to sorted times in ps. Returns the result JSON.
 #[pyfunction]
-#[pyo3(signature = (text, origin, overrides, seed, arrivals, stop=None))]
+#[pyo3(signature = (text, origin, overrides, seed, arrivals, stop=None, force=false))]
+#[allow(clippy::too_many_arguments)]
 fn run_replay(
     py: Python<'_>,
     text: &str,
@@ -154,8 +183,12 @@ fn run_replay(
     seed: Option<u64>,
     arrivals: std::collections::BTreeMap<String, Vec<u64>>,
     stop: Option<&Bound<'_, StopFlag>>,
+    force: bool,
 ) -> PyResult<String> {
     let sc = load(text, origin, overrides)?;
+    if !force {
+        within_budget(&sc, origin, false)?;
+    }
     let opt = options(seed, false, stop);
     finished(py.allow_threads(|| {
         guarded(|| {
@@ -194,6 +227,7 @@ fn _core(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add_function(wrap_pyfunction!(kvm_requests, m)?)?;
     m.add_function(wrap_pyfunction!(zero_costs, m)?)?;
     m.add_class::<StopFlag>()?;
+    m.add_function(wrap_pyfunction!(check_budget, m)?)?;
     m.add_function(wrap_pyfunction!(host_gettid_ns, m)?)?;
     m.add_function(wrap_pyfunction!(run_replay, m)?)?;
     m.add_function(wrap_pyfunction!(host_sched_yield_ops, m)?)?;

@@ -44,6 +44,10 @@ SetFromOpt = Annotated[
     list[str] | None,
     typer.Option("--set-from", help="FILE:METRIC=KEY.PATH: a measured value (irqlab measure --json) as an override."),
 ]
+ForceOpt = Annotated[
+    bool,
+    typer.Option("--force", help="Run even if the estimated events or memory pass the limits (see docs/bad-input.md)."),
+]
 JsonOpt = Annotated[Path | None, typer.Option("--json", help="Write the result JSON here ('-' = stdout).")]
 
 P = ParamSpec("P")

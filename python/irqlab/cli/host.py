@@ -11,7 +11,7 @@ from rich.table import Table
 
 from .._util import UserError, check_overrides, progress, read_scenario, set_from
 from ..result import document
-from . import JsonOpt, SeedOpt, SetFromOpt, SetOpt, app, check_seed, user_errors
+from . import ForceOpt, JsonOpt, SeedOpt, SetFromOpt, SetOpt, app, check_seed, user_errors
 from .render import emit, err, out, print_result, to_stdout, write_json
 
 
@@ -170,12 +170,15 @@ def replay(
     set_from_: SetFromOpt = None,
     seed: SeedOpt = None,
     json_out: JsonOpt = None,
+    force: ForceOpt = False,
 ) -> None:
     """Feed recorded interrupt arrivals through a modelled machine and policy."""
     from ..host import replay as hrep
 
     text, origin = read_scenario(scenario)
-    res, unmatched = hrep.replay(trace, text, origin, set_from(set_from_) + check_overrides(set_), check_seed(seed))
+    res, unmatched = hrep.replay(
+        trace, text, origin, set_from(set_from_) + check_overrides(set_), check_seed(seed), force
+    )
     if unmatched:
         err.print(
             f"warning: no recorded interrupt for replay source(s) {', '.join(unmatched)}; they stay silent",

@@ -20,7 +20,7 @@ from .._util import (
     set_from,
     write_all,
 )
-from . import JsonOpt, ScenarioArg, SeedOpt, SetFromOpt, SetOpt, app, check_seed, user_errors
+from . import ForceOpt, JsonOpt, ScenarioArg, SeedOpt, SetFromOpt, SetOpt, app, check_seed, user_errors
 from .render import dump, out, print_result, to_stdout
 
 
@@ -35,6 +35,7 @@ def run(
     trace_out: Annotated[
         Path | None, typer.Option("--trace", help="Write a Perfetto trace here ('-' = stdout).")
     ] = None,
+    force: ForceOpt = False,
 ) -> None:
     """Run a scenario and print its metrics."""
     if to_stdout(json_out) and to_stdout(trace_out):
@@ -42,7 +43,7 @@ def run(
     text, origin = read_scenario(scenario)
     overrides = set_from(set_from_) + check_overrides(set_)
     s = check_seed(seed)
-    raw, trace = in_worker(lambda stop: _core.run(text, origin, overrides, s, trace_out is not None, stop))
+    raw, trace = in_worker(lambda stop: _core.run(text, origin, overrides, s, trace_out is not None, stop, force))
     result = json.loads(raw)
     result["provenance"] = provenance.build(
         text, origin, overrides, measured_keys(set_from_), [*result["metrics"], *result["histograms"]]

@@ -10,7 +10,7 @@ import typer
 from rich.table import Table
 
 from .._util import UserError, atomic_write, check_overrides, progress, read_scenario
-from . import ScenarioArg, SeedOpt, SetOpt, app, check_seed, check_workers, user_errors
+from . import ForceOpt, ScenarioArg, SeedOpt, SetOpt, app, check_seed, check_workers, user_errors
 from .render import fmt, out
 
 
@@ -27,6 +27,7 @@ def sweep(
     workers: Annotated[int | None, typer.Option("--workers", help="Parallel runs (default: CPU count).")] = None,
     address: Annotated[str | None, typer.Option("--address", help="Dask scheduler or Ray cluster address.")] = None,
     out_file: Annotated[Path | None, typer.Option("--out", help="Write one Parquet row per grid point.")] = None,
+    force: ForceOpt = False,
 ) -> None:
     """Run a scenario over a grid of overrides."""
     from .. import sweep as sweeps  # pyarrow: imported only by the command that needs it
@@ -37,7 +38,7 @@ def sweep(
     axes = sweeps.parse_grid(grid)
     overrides = check_overrides(set_)
     text, origin = read_scenario(scenario)
-    plan = sweeps.plan(text, origin, axes, overrides, check_seed(seed))
+    plan = sweeps.plan(text, origin, axes, overrides, check_seed(seed), force)
     n = len(plan.points)
     nworkers = workers or min(os.cpu_count() or 1, n)
     with progress(f"sweep ({n} points)", n) as advance:

@@ -73,7 +73,7 @@ def arrivals(table: Any, keys: Sequence[str]) -> tuple[dict[str, list[int]], lis
 
 
 def replay(
-    trace: Path, text: str, origin: str, overrides: Sequence[str], seed: int | None
+    trace: Path, text: str, origin: str, overrides: Sequence[str], seed: int | None, force: bool = False
 ) -> tuple[dict[str, Any], list[str]]:
     table = read_trace(trace)
     try:
@@ -91,7 +91,7 @@ def replay(
         )
     try:
         ov = list(overrides)
-        raw = in_worker(lambda stop: _core.run_replay(text, origin, ov, seed, got, stop))
+        raw = in_worker(lambda stop: _core.run_replay(text, origin, ov, seed, got, stop, force))
     except _core.ScenarioError as e:
         raise UserError(one_line(str(e))) from None
     res = json.loads(raw)

@@ -8,6 +8,7 @@
 //! section lives with the component (`components/*/params.rs`) and is listed
 //! in `Scenario` below with its check in `check_components`.
 
+pub mod budget;
 pub mod check;
 mod cpu;
 mod hypervisor;

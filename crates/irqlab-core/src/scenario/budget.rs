@@ -1,0 +1,208 @@
+//! What a run will cost, estimated from the scenario before it starts, so that
+//! a rate of 1e12/s or 2^31 sources is refused with one line instead of
+//! hanging for hours or aborting on an allocation. The estimates are rough
+//! upper-end figures (events per item, bytes per item, below); they need only
+//! tell a run of minutes from one of days, and 10 GB from 10 MB.
+
+use super::{Arrival, ExceptionKind, Scenario};
+
+/// Events one interrupt costs the engine (arrival, fabric, delivery, entry,
+/// handler end, exit), one loop pass (its phases), one I/O, one packet, one
+/// KVM exit: counted from the models' event kinds, rounded up.
+const EVENTS_PER_IRQ: f64 = 6.0;
+const EVENTS_PER_PASS: f64 = 4.0;
+const EVENTS_PER_IO: f64 = 8.0;
+const EVENTS_PER_PACKET: f64 = 3.0;
+const EVENTS_PER_KVM_SOURCE: f64 = 8.0;
+/// Bytes of state per item, generous.
+const BYTES_PER_SOURCE: f64 = 512.0;
+const BYTES_PER_TASK: f64 = 256.0;
+const BYTES_PER_CPU: f64 = 2048.0;
+const BYTES_PER_PENDING: f64 = 64.0;
+const BYTES_PER_DESCRIPTOR: f64 = 16.0;
+const BYTES_PER_SLOT: f64 = 8.0;
+/// A Perfetto trace held in memory, per event (measured: 5.4 GB for 1e8 events).
+const BYTES_PER_TRACE_EVENT: f64 = 64.0;
+
+/// The default ceiling on a run's events: about ten minutes at this engine's
+/// speed on the CI machine (DESIGN.md's budget); `--force` lifts it.
+pub const MAX_EVENTS: f64 = 1e10;
+
+/// The estimate, with the part that contributes most to each figure.
+#[derive(Clone, Debug, Default)]
+pub struct Estimate {
+    pub events: f64,
+    pub memory: f64,
+    pub top_events: (String, f64),
+    pub top_memory: (String, f64),
+}
+
+impl Estimate {
+    /// A part's events (blamed on `key`) and memory (on `mem_key`).
+    fn add(&mut self, key: &str, events: f64, mem_key: &str, memory: f64) {
+        self.events += events;
+        self.memory += memory;
+        if events > self.top_events.1 {
+            self.top_events = (key.to_string(), events);
+        }
+        if memory > self.top_memory.1 {
+            self.top_memory = (mem_key.to_string(), memory);
+        }
+    }
+}
+
+/// Estimates the events and memory of running `sc` (with a trace if `trace`).
+pub fn estimate(sc: &Scenario, trace: bool) -> Estimate {
+    let secs = sc.duration.ps() as f64 / 1e12;
+    let mut e = Estimate::default();
+    e.add("platform.cpus", 0.0, "platform.cpus", sc.platform.cpus as f64 * BYTES_PER_CPU);
+    e.add("fabric.slots", 0.0, "fabric.slots", sc.fabric.slots as f64 * BYTES_PER_SLOT);
+    for (i, s) in sc.sources.iter().enumerate() {
+        let per_s = if s.arrival == Arrival::Periodic || s.rate.0 > 0.0 { s.rate.0 } else { 0.0 };
+        let n = s.count as f64;
+        e.add(&format!("source.{i}.rate"), n * per_s * secs * EVENTS_PER_IRQ, &format!("source.{i}.count"), n * BYTES_PER_SOURCE);
+    }
+    for (i, t) in sc.tasks.iter().enumerate() {
+        let mut pass = t.work.ps() + t.body_time(&sc.cpu, &sc.pagefault).ps();
+        if t.exception != ExceptionKind::None {
+            pass += sc.cpu.exception_entry.ps() + sc.cpu.exception_exit.ps();
+        }
+        let passes = if pass == 0 { f64::INFINITY } else { sc.duration.ps() as f64 / pass as f64 };
+        let n = t.count as f64;
+        e.add(&format!("task.{i}.work"), n * passes * EVENTS_PER_PASS, &format!("task.{i}.count"), n * BYTES_PER_TASK);
+    }
+    for (i, d) in sc.nvme.iter().enumerate() {
+        let disks = d.count as f64;
+        // Every job's I/Os have state from the start, whether or not the queues admit them.
+        let inflight = d.fio.jobs as f64 * d.fio.iodepth as f64;
+        let memory = disks * (inflight * BYTES_PER_PENDING + d.queues as f64 * BYTES_PER_SOURCE);
+        e.add(&format!("nvme.{i}.iops"), disks * d.iops.0 * secs * EVENTS_PER_IO, &format!("nvme.{i}.fio"), memory);
+    }
+    for (i, n) in sc.nic.iter().enumerate() {
+        let (bytes, share) = n.packets.iter().fold((0.0, 0.0), |(b, w), &(size, s)| (b + size as f64 * s, w + s));
+        let mean = if share > 0.0 { bytes / share } else { 1514.0 };
+        let packets = n.gbps * 1e9 / 8.0 / mean.max(1.0);
+        let memory = n.queues as f64 * (n.ring as f64 * BYTES_PER_DESCRIPTOR + BYTES_PER_SOURCE);
+        e.add(&format!("nic.{i}.gbps"), packets * secs * EVENTS_PER_PACKET, &format!("nic.{i}.ring"), memory);
+    }
+    if let Some(k) = &sc.kvm {
+        let r = &k.rates;
+        let per_vcpu = r.pmu_overflow.0
+            + r.pmu_emulated_overflow.0
+            + r.ipi.0
+            + r.device.0
+            + r.timer.0
+            + r.host_resched.0
+            + r.nmi.0
+            + r.smi.0
+            + r.other_exits.0;
+        let vcpus = k.vms as f64 * k.vcpus as f64;
+        e.add("kvm.rates", vcpus * per_vcpu * secs * EVENTS_PER_KVM_SOURCE, "kvm.vcpus", vcpus * BYTES_PER_TASK * 4.0);
+    }
+    if trace {
+        let events = (sc.trace.max_events as f64).min(e.events);
+        e.add("trace.max_events", 0.0, "trace.max_events", events * BYTES_PER_TRACE_EVENT);
+    }
+    e
+}
+
+fn bytes(x: f64) -> String {
+    let (v, p) = [(1e12, "TB"), (1e9, "GB"), (1e6, "MB"), (1e3, "kB")].into_iter().find(|(d, _)| x >= *d).unwrap_or((1.0, "B"));
+    format!("{:.1} {p}", x / v)
+}
+
+fn events(x: f64) -> String {
+    if x.is_finite() {
+        format!("{x:.1e} events")
+    } else {
+        "unbounded events".into()
+    }
+}
+
+/// Refuses a run whose estimate passes the limits: (key, message), one line.
+pub fn check(sc: &Scenario, trace: bool, max_events: f64, max_memory: f64) -> Result<(), (String, String)> {
+    let e = estimate(sc, trace);
+    if e.memory > max_memory {
+        let (key, part) = &e.top_memory;
+        return Err((
+            key.clone(),
+            format!(
+                "the run would need about {} of memory ({} of it here), over the limit of {} (half this machine's RAM); make it smaller, or pass --force",
+                bytes(e.memory),
+                bytes(*part),
+                bytes(max_memory)
+            ),
+        ));
+    }
+    if e.events > max_events {
+        let (key, part) = &e.top_events;
+        let why = if part.is_infinite() { ": one pass of the loop takes no time (work, body, entry and exit are all 0)" } else { "" };
+        return Err((
+            key.clone(),
+            format!(
+                "the run would take about {} ({} from here{why}), over the limit of {}; lower the rate, count or duration, or pass --force",
+                events(e.events),
+                events(*part),
+                events(max_events)
+            ),
+        ));
+    }
+    Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn sc(text: &str) -> Scenario {
+        crate::load(text, "b.toml", &[]).unwrap_or_else(|e| panic!("{e}"))
+    }
+
+    #[test]
+    fn floods_and_zero_time_loops_are_refused_and_name_their_key() {
+        let flood = sc("name = \"f\"\nduration = \"1s\"\n[[source]]\nname = \"x\"\nrate = \"1e12/s\"\nhandler = \"1us\"\n");
+        let (key, msg) = check(&flood, false, MAX_EVENTS, 1e12).unwrap_err();
+        assert_eq!(key, "source.0.rate");
+        assert!(msg.contains("--force"), "{msg}");
+        let zero = sc("name = \"z\"\nduration = \"1ms\"\n[[task]]\nname = \"t\"\nwork = \"0ns\"\nexception = \"syscall\"\n");
+        let (key, msg) = check(&zero, false, MAX_EVENTS, 1e12).unwrap_err();
+        assert_eq!(key, "task.0.work");
+        assert!(msg.contains("takes no time"), "{msg}");
+        let slots = sc("name = \"s\"\nduration = \"1ms\"\n[fabric]\nslots = 4294967295\n");
+        assert_eq!(check(&slots, false, MAX_EVENTS, 8e9).unwrap_err().0, "fabric.slots");
+        let fio = sc(r#"
+name = "fio"
+duration = "1ms"
+[[nvme]]
+name = "ssd"
+cpus = [0]
+iops = "1M"
+fio = { jobs = 65536, iodepth = 32768 }
+"#);
+        assert_eq!(check(&fio, false, MAX_EVENTS, 8e9).unwrap_err().0, "nvme.0.fio");
+    }
+
+    #[test]
+    fn the_scales_other_work_needs_stay_accepted() {
+        let big = sc(r#"
+name = "big"
+duration = "10ms"
+[platform]
+cpus = 4096
+[[source]]
+name = "many"
+count = 1000000
+rate = "10/s"
+handler = "1us"
+[[nvme]]
+name = "ssd"
+count = 8
+queues = 64
+cpus = [0]
+iops = "1.7M"
+fio = { jobs = 256, iodepth = 256 }
+"#);
+        check(&big, false, MAX_EVENTS, 4e9).expect("accepted");
+        assert!(estimate(&big, true).memory > estimate(&big, false).memory);
+    }
+}
