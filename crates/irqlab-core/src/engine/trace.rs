@@ -9,6 +9,9 @@
 use super::time::{Ps, PS_PER_NS};
 use prost::Message;
 
+/// The file's message: the tracer writes its field 1 packet by packet
+/// (`Tracer::append`); the tests decode it whole.
+#[cfg_attr(not(test), allow(dead_code))]
 #[derive(Clone, PartialEq, Message)]
 struct Trace {
     #[prost(message, repeated, tag = "1")]
@@ -90,13 +93,16 @@ pub struct Tracer {
     enabled: bool,
     bounds: TraceBounds,
     events: usize,
-    packets: Vec<TracePacket>,
+    /// The trace so far, encoded: each packet is appended as Trace's repeated
+    /// field 1 as it is made, so memory is the file's size, not ten times it
+    /// (as holding the packets as structs was).
+    encoded: Vec<u8>,
     tracks: Vec<TrackState>,
 }
 
 impl Tracer {
     pub fn disabled() -> Self {
-        Self { enabled: false, bounds: TraceBounds { start: 0, end: 0, max_events: 0 }, events: 0, packets: Vec::new(), tracks: Vec::new() }
+        Self { enabled: false, bounds: TraceBounds { start: 0, end: 0, max_events: 0 }, events: 0, encoded: Vec::new(), tracks: Vec::new() }
     }
 
     pub fn new(bounds: TraceBounds) -> Self {
@@ -112,7 +118,7 @@ impl Tracer {
         let uuid = 0x1000 + self.tracks.len() as u64;
         let parent_uuid = parent.map(|p| self.tracks[p.0 as usize].uuid);
         if self.enabled {
-            self.packets.push(TracePacket {
+            self.append(TracePacket {
                 trusted_packet_sequence_id: Some(SEQ),
                 track_descriptor: Some(TrackDescriptor {
                     uuid: Some(uuid),
@@ -144,7 +150,7 @@ impl Tracer {
 
     fn emit(&mut self, t: Ps, ev: TrackEvent) {
         self.events += 1;
-        self.packets.push(TracePacket {
+        self.append(TracePacket {
             timestamp: Some(t / PS_PER_NS),
             trusted_packet_sequence_id: Some(SEQ),
             track_event: Some(ev),
@@ -231,7 +237,12 @@ impl Tracer {
                 self.end(now, TrackId(i as u32));
             }
         }
-        Some(Trace { packet: std::mem::take(&mut self.packets) }.encode_to_vec())
+        Some(std::mem::take(&mut self.encoded))
+    }
+
+    /// Appends one packet as `Trace.packet` (field 1): concatenated, they are a `Trace`.
+    fn append(&mut self, p: TracePacket) {
+        prost::encoding::message::encode(1, &p, &mut self.encoded);
     }
 }
 

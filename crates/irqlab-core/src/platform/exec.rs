@@ -26,13 +26,28 @@ impl<P: Parts> Machine<P> {
     /// Runs the top frame (which is paused): delivers what the mask admits,
     /// finishes zero-length phases, and arms the timer for the rest.
     pub fn run_top(&mut self, s: &mut Scheduler<Ev>, c: usize) {
+        // The top may still be running (a path that did not pause it first):
+        // pause it, or its timer would be lost.
+        if self.cpus[c].timer.is_some() {
+            self.pause_top(s, c);
+        }
         loop {
+            // Delivering, or ending a phase, can pend an interrupt whose own
+            // run_top starts the new top: then it runs, and arming a second
+            // timer here would leave the first to end some later frame's phase
+            // early (found by the scenario fuzzer: an idle vCPU "finished").
             if self.deliver(s, c) {
+                if self.cpus[c].timer.is_some() {
+                    return;
+                }
                 continue;
             }
             let left = self.cpus[c].top().left;
             if left == 0 {
                 self.phase_done(s, c);
+                if self.cpus[c].timer.is_some() {
+                    return;
+                }
                 continue;
             }
             let cpu = &mut self.cpus[c];
@@ -68,6 +83,7 @@ impl<P: Parts> Machine<P> {
     }
 
     pub fn push_frame(&mut self, s: &mut Scheduler<Ev>, c: usize, mut f: Frame) {
+        debug_assert!(self.cpus[c].timer.is_none(), "push over a running frame on cpu {c}: {:?} <- {f:?}", self.cpus[c].stack);
         let now = s.now();
         self.cpus[c].account(now);
         f.traced = self.trace_begin(now, c, &f);
@@ -78,6 +94,7 @@ impl<P: Parts> Machine<P> {
     pub fn pop_frame(&mut self, s: &mut Scheduler<Ev>, c: usize) -> Frame {
         let now = s.now();
         self.cpus[c].account(now);
+        debug_assert!(self.cpus[c].timer.is_none(), "pop of a running frame on cpu {c}: {:?}", self.cpus[c].top());
         let f = self.cpus[c].stack.pop().expect("pop on a CPU with frames");
         if f.traced {
             let track = self.track_of(c, f.level);
@@ -89,6 +106,7 @@ impl<P: Parts> Machine<P> {
     /// Moves the top frame to its next phase.
     pub fn set_phase(&mut self, s: &mut Scheduler<Ev>, c: usize, work: Work, mask: Mask, left: crate::engine::Ps) {
         let now = s.now();
+        debug_assert!(self.cpus[c].timer.is_none(), "set_phase on a running frame on cpu {c}");
         let mut f = *self.cpus[c].top();
         f.work = work;
         f.mask = mask;
