@@ -26,11 +26,7 @@ impl<P: Parts> Machine<P> {
     /// Runs the top frame (which is paused): delivers what the mask admits,
     /// finishes zero-length phases, and arms the timer for the rest.
     pub fn run_top(&mut self, s: &mut Scheduler<Ev>, c: usize) {
-        // The top may still be running (a path that did not pause it first):
-        // pause it, or its timer would be lost.
-        if self.cpus[c].timer.is_some() {
-            self.pause_top(s, c);
-        }
+        debug_assert!(self.cpus[c].timer.is_none(), "run_top on a running top, cpu {c}");
         loop {
             // Delivering, or ending a phase, can pend an interrupt whose own
             // run_top starts the new top: then it runs, and arming a second
