@@ -27,7 +27,8 @@ def test_json_into_a_fifo_is_written_through(small, tmp_path):
     fifo = tmp_path / "pipe"
     os.mkfifo(fifo)
     got: list[bytes] = []
-    reader = threading.Thread(target=lambda: got.append(fifo.read_bytes()))
+    # A daemon: if the run failed before opening the FIFO, the reader must not keep pytest alive.
+    reader = threading.Thread(target=lambda: got.append(fifo.read_bytes()), daemon=True)
     reader.start()
     p = run_cli("run", small, "--json", fifo)
     reader.join(timeout=60)
