@@ -64,21 +64,10 @@ def test_backtrace_example_escalates_to_sdei_for_the_daif_wedged_cpu() -> None:
 
 
 def test_whatif_tables(tmp_path: Path) -> None:
+    args = ("whatif", "--exceptions-per-s", "500000", "--irqs-per-s", "20000", "--cpus", "1,4")
+    args += ("--sdei-dispatch-ns", "1000,50000")
     out = tmp_path / "w.json"
-    p = run_cli(
-        "whatif",
-        "--exceptions-per-s",
-        "500000",
-        "--irqs-per-s",
-        "20000",
-        "--cpus",
-        "1,4",
-        "--sdei-dispatch-ns",
-        "1000,50000",
-        "--json",
-        out,
-    )
-    assert_ok(p)
+    assert_ok(run_cli(*args, "--json", out))
     doc = json.loads(out.read_text())
     t = doc["throughput"]
     assert [r["cpus"] for r in t] == [1, 4]
@@ -95,21 +84,7 @@ def test_whatif_tables(tmp_path: Path) -> None:
     assert reach[("daif", "sdei", 1000.0)]["steady_state_throughput_cost"] == 0
     # Deterministic.
     out2 = tmp_path / "w2.json"
-    assert_ok(
-        run_cli(
-            "whatif",
-            "--exceptions-per-s",
-            "500000",
-            "--irqs-per-s",
-            "20000",
-            "--cpus",
-            "1,4",
-            "--sdei-dispatch-ns",
-            "1000,50000",
-            "--json",
-            out2,
-        )
-    )
+    assert_ok(run_cli(*args, "--json", out2))
     assert out.read_bytes() == out2.read_bytes()
 
 

@@ -28,7 +28,7 @@ use crate::engine::trace::{Tracer, TrackId};
 use crate::engine::{Model, Protocol, Scheduler, TimerHandle};
 use crate::scenario::{Lvtpc, Scenario};
 use nmi::NmiState;
-use requests::{resolve, Req, ALL, NREQ, ORDERED};
+use requests::{resolve, Req, NREQ, ORDERED};
 use std::collections::{BTreeMap, VecDeque};
 
 /// What raises a request or an exit from outside the loop.
@@ -664,7 +664,7 @@ impl KvmModel {
         }
         // Attribute the cancel to the first pending request in service order (EVENT last).
         let first = (0..NREQ).filter(|&i| vc.pending & (1 << i) != 0).min_by_key(|&i| self.pos_of[i]).expect("something is pending");
-        let req = ALL[first];
+        let req = Req::from_bit_index(first);
         *self.attributed.entry((req, vc.cause[req as usize])).or_default() += 1;
         vc.cancels += 1;
         vc.lost += s.now() - vc.window_start;

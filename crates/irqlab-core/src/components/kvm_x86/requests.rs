@@ -64,20 +64,6 @@ pub const ORDERED: [Req; 9] = [
     Req::ApicPageReload,
 ];
 pub const NREQ: usize = 11;
-/// Every request by its bit index.
-pub const ALL: [Req; NREQ] = [
-    Req::StealUpdate,
-    Req::Smi,
-    Req::Nmi,
-    Req::Pmu,
-    Req::Pmi,
-    Req::IoapicEoiExit,
-    Req::ScanIoapic,
-    Req::LoadEoiExitmap,
-    Req::ApicPageReload,
-    Req::Event,
-    Req::Resched,
-];
 
 impl Req {
     pub fn name(self) -> &'static str {
@@ -98,6 +84,16 @@ impl Req {
 
     pub fn bit(self) -> u16 {
         1 << self as u8
+    }
+
+    /// The request whose bit is `i`: `ORDERED` lists the ordered ones by their
+    /// bit, EVENT and RESCHED come after them.
+    pub fn from_bit_index(i: usize) -> Req {
+        match i {
+            _ if i < ORDERED.len() => ORDERED[i],
+            9 => Req::Event,
+            _ => Req::Resched,
+        }
     }
 
     /// What servicing this request always raises: `kvm_pmu_deliver_pmi` goes
@@ -222,6 +218,13 @@ mod tests {
         assert_eq!(without(&before), without(&after));
         let l612 = resolve(&Order::Preset("linux-6.12".into())).unwrap();
         assert_eq!(names(&l612), "STEAL_UPDATE PMU PMI SMI NMI IOAPIC_EOI_EXIT SCAN_IOAPIC LOAD_EOI_EXITMAP APIC_PAGE_RELOAD");
+    }
+
+    #[test]
+    fn every_bit_index_names_its_request() {
+        for i in 0..NREQ {
+            assert_eq!(Req::from_bit_index(i) as usize, i);
+        }
     }
 
     #[test]
