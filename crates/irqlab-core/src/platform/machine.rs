@@ -60,6 +60,11 @@ pub trait Parts: Default + Sized {
     fn reset(m: &mut Machine<Self>, now: Ps);
     fn report(m: &mut Machine<Self>, r: &mut Report, now: Ps, secs: f64);
     fn audit(m: &mut Machine<Self>);
+    /// The registered component of type `T`, for a component that declares a
+    /// one-way dependency on it (`parts::dep`); `None` if it is not in the list.
+    fn find<T: 'static>(&mut self) -> Option<&mut T>;
+    /// The id of component `T`'s events (`Ev::Part::part`).
+    fn id_of<T: 'static>() -> Option<u8>;
 }
 
 /// Costs from the scenario, in ps, converted once. Under pseudo-NMI the

@@ -137,6 +137,31 @@ pub trait Has<T: Component>: Parts {
     }
 }
 
+/// A one-way dependency: component `T`, which a dependent component (GICv4 on
+/// the hypervisor's scheduler) reaches through the machine. Its scenario check
+/// makes sure `T` is configured whenever the dependent is.
+#[inline]
+pub fn dep<T: Component + 'static, P: Parts>(m: &mut Machine<P>) -> &mut T {
+    m.parts.find::<T>().expect("a component's dependency is registered in the parts! list")
+}
+
+/// The machine event that delivers `ev(arg)` to component `T` (found by type:
+/// for a dependency's events, and for code generic over the parts list).
+#[inline]
+pub fn ev_of<T: Component + 'static, P: Parts>(ev: T::Ev, arg: u32) -> Ev {
+    Ev::Part { part: P::id_of::<T>().expect("a registered component"), code: ev.code(), arg }
+}
+
+/// Runs a continuation event now, in the caller's context: a component's own
+/// event goes straight to its handler, a core event is queued at this instant.
+#[inline]
+pub fn dispatch<P: Parts>(m: &mut Machine<P>, s: &mut Scheduler<Ev>, ev: Ev) {
+    match ev {
+        Ev::Part { part, code, arg } => P::handle(m, s, part, code, arg),
+        other => s.after(0, other),
+    }
+}
+
 /// Declares a list of components: `parts! { pub struct Name { field: Type, ... } }`.
 /// Registration order is the order of the build, start and broadcast hooks.
 #[macro_export]
@@ -208,6 +233,19 @@ macro_rules! parts {
             }
             fn audit(m: &mut $crate::platform::machine::Machine<Self>) {
                 $( <$ty as $crate::platform::parts::Component>::audit(m); )+
+            }
+            fn find<T: 'static>(&mut self) -> Option<&mut T> {
+                $( if let Some(x) = (&mut self.$field as &mut dyn std::any::Any).downcast_mut::<T>() {
+                    return Some(x);
+                } )+
+                None
+            }
+            #[inline]
+            fn id_of<T: 'static>() -> Option<u8> {
+                $( if std::any::TypeId::of::<T>() == std::any::TypeId::of::<$ty>() {
+                    return Some(<Self as $crate::platform::parts::Has<$ty>>::ID);
+                } )+
+                None
             }
         }
     };
