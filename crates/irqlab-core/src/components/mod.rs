@@ -6,10 +6,13 @@
 //! here (its order is the order of its build, start and broadcast hooks).
 
 pub mod crosscall;
+pub mod gicv4;
+pub mod hypervisor;
 pub mod kvm_x86;
 pub mod moderation;
 pub mod nic;
 pub mod nvme;
+pub mod vblk;
 
 crate::parts! {
     pub struct Components {
@@ -17,6 +20,9 @@ crate::parts! {
         nvme: nvme::Nvme,
         nic: nic::Nic,
         gsim: moderation::GlobalModeration,
+        hypervisor: hypervisor::Hypervisor,
+        gic: gicv4::Gic,
+        vblk: vblk::Vblk,
     }
 }
 

@@ -14,6 +14,8 @@ const EVENTS_PER_PASS: f64 = 4.0;
 const EVENTS_PER_IO: f64 = 8.0;
 const EVENTS_PER_PACKET: f64 = 3.0;
 const EVENTS_PER_KVM_SOURCE: f64 = 8.0;
+/// A guest read in M3: submission, device, LPI or doorbell, hypervisor items, wake-up, entry (14 measured on the figure).
+const EVENTS_PER_GUEST_IO: f64 = 16.0;
 /// Bytes of state per item, generous.
 const BYTES_PER_SOURCE: f64 = 512.0;
 const BYTES_PER_TASK: f64 = 256.0;
@@ -98,6 +100,13 @@ pub fn estimate(sc: &Scenario, trace: bool) -> Estimate {
             + r.other_exits.0;
         let vcpus = k.vms as f64 * k.vcpus as f64;
         e.add("kvm.rates", vcpus * per_vcpu * secs * EVENTS_PER_KVM_SOURCE, "kvm.vcpus", vcpus * BYTES_PER_TASK * 4.0);
+    }
+    if let (Some(b), Some(v)) = (&sc.vblk, &sc.vcpu_sched) {
+        // A closed loop: at most `iops`, and no faster than its reads come back.
+        let inflight = b.numjobs as f64 * b.iodepth as f64;
+        let per_s = b.iops.0.min(inflight / (b.latency.ps() as f64 / 1e12).max(1e-9));
+        let memory = inflight * BYTES_PER_PENDING + (v.vcpus + v.pcpus) as f64 * BYTES_PER_TASK;
+        e.add("vblk.iops", per_s * secs * EVENTS_PER_GUEST_IO, "vblk.numjobs", memory);
     }
     if trace {
         let events = (sc.trace.max_events as f64).min(e.events);

@@ -20,10 +20,13 @@ mod validate;
 mod workload;
 
 pub use crate::components::crosscall::params::{CrossCall, Mechanism};
+pub use crate::components::gicv4::params::{DoorbellWhen, Gic, GicCosts, GicVersion};
+pub use crate::components::hypervisor::params::{SchedCosts, SchedKind, VcpuSched, Vwfi};
 pub use crate::components::kvm_x86::params::{Kvm, KvmCosts, KvmRates, Lvtpc, Order};
 pub use crate::components::moderation::params::{Gsim, GsimChange, Moderation, ModerationKind};
 pub use crate::components::nic::params::Nic;
 pub use crate::components::nvme::params::{Fio, Nvme};
+pub use crate::components::vblk::params::Vblk;
 pub use cpu::{CpuCosts, Masking, PmrCosts, SdeiCosts};
 pub use hypervisor::{HypervisorCosts, Vm};
 pub use load::{json_schema, load, load_json, parse_rate, parse_time};
@@ -82,6 +85,15 @@ pub struct Scenario {
     /// A KVM x86 guest's VM-enter loop (M4); runs as a model of its own.
     #[serde(default)]
     pub kvm: Option<Kvm>,
+    /// The hypervisor's vCPU scheduler (M3).
+    #[serde(default)]
+    pub vcpu_sched: Option<VcpuSched>,
+    /// The GICv3/v4 and its ITSs, for a guest's device interrupts (M3).
+    #[serde(default)]
+    pub gic: Option<Gic>,
+    /// fio jobs in the guest against a provisioned-IOPS volume (M3).
+    #[serde(default)]
+    pub vblk: Option<Vblk>,
     /// Cross-CPU requests (backtrace, crash-dump stop) and how they escalate.
     #[serde(default, rename = "crosscall")]
     pub crosscalls: Vec<CrossCall>,
@@ -92,6 +104,10 @@ pub struct Scenario {
     /// Published figures this scenario reproduces, checked by `irqlab reproduce`.
     #[serde(default)]
     pub expect: Vec<Expect>,
+    /// Runs of this scenario with overrides and no published figure: `irqlab
+    /// reproduce` runs them and reports the listed metrics side by side.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub variants: Option<Variants>,
     /// Where a value comes from, by key path (`"kvm.vcpus" = "M4 brief"`,
     /// `"cpu.pmr.pmhe" = "Grace: relaxed PMR sync (M1 brief)"`): results report
     /// these parameters as sourced; other written values are assumptions.
@@ -206,6 +222,25 @@ pub struct Expect {
     pub relative_to: Option<Vec<String>>,
 }
 
+/// A study: the same scenario under several overrides, results without expectations.
+#[derive(Clone, Debug, Deserialize, Serialize, JsonSchema)]
+#[serde(deny_unknown_fields)]
+pub struct Variants {
+    /// Metrics (or `HISTOGRAM.STAT`) reported for every run.
+    pub metrics: Vec<String>,
+    #[serde(rename = "run")]
+    pub runs: Vec<Variant>,
+}
+
+#[derive(Clone, Debug, Deserialize, Serialize, JsonSchema)]
+#[serde(deny_unknown_fields)]
+pub struct Variant {
+    pub name: String,
+    /// Overrides (`KEY.PATH=VALUE`, as `--set`).
+    #[serde(default)]
+    pub set: Vec<String>,
+}
+
 /// Whether a figure confirms the model (a prediction) or only shows that a
 /// fitted value was fitted (a fit).
 #[derive(Clone, Copy, Debug, Deserialize, Serialize, JsonSchema, PartialEq, Eq)]
@@ -228,6 +263,15 @@ impl Scenario {
         }
         if let Some(k) = &self.kvm {
             k.check()?;
+        }
+        if let Some(v) = &self.vcpu_sched {
+            v.check(ctx)?;
+        }
+        if let Some(g) = &self.gic {
+            g.check(self.vcpu_sched.as_ref().map(|v| v.pcpus))?;
+        }
+        if let Some(b) = &self.vblk {
+            b.check(self.vcpu_sched.as_ref().map(|v| v.vcpus), self.gic.is_some())?;
         }
         Ok(())
     }

@@ -163,6 +163,20 @@ pub fn check(s: &Scenario) -> Check {
             return err(format!("expect[{i}].relative_to"), "names the figure's own variant: expected the other variant's overrides");
         }
     }
+    if let Some(v) = &s.variants {
+        if v.metrics.is_empty() || v.metrics.iter().any(|m| m.is_empty()) {
+            return err("variants.metrics", "must name at least one metric of the run, like [\"vblk.clat.p99.9\"]");
+        }
+        if v.runs.is_empty() {
+            return err("variants.run", "must list at least one [[variants.run]] with a name and its overrides");
+        }
+        let mut names = std::collections::HashSet::new();
+        for (i, r) in v.runs.iter().enumerate() {
+            if r.name.is_empty() || !names.insert(r.name.as_str()) {
+                return err(format!("variants.run[{i}].name"), format!("\"{}\" is empty or used twice", r.name));
+            }
+        }
+    }
     let (start, end) = (s.trace.start.map(|t| t.ps()), s.trace.end.map(|t| t.ps()));
     if let (Some(a), Some(b)) = (start, end) {
         if b <= a {

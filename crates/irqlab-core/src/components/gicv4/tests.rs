@@ -1,0 +1,101 @@
+//! M3's acceptance for the GIC: no exit for a resident vPE, one doorbell per
+//! non-resident period, and no vLPI lost or delivered twice.
+
+use crate::components::hypervisor::tests::m3;
+use proptest::prelude::*;
+
+#[test]
+fn a_resident_vpe_takes_no_exit_per_vlpi() {
+    // vwfi=native keeps every vPE resident: vLPIs go straight to the guest.
+    let (m, _) = m3(&["gic.direct_lpi=true", "vcpu_sched.vwfi=native"]);
+    assert!(m["gic.vlpis_per_s"] > 1000.0);
+    assert_eq!(m["gic.direct_per_s"], m["gic.vlpis_per_s"]);
+    for k in ["lpi", "doorbell", "ipi", "wfi", "maintenance"] {
+        assert_eq!(m[&format!("hyp.exits.{k}_per_s")], 0.0, "{k}");
+    }
+    // The same setup without direct injection exits for each one.
+    let (v3, _) = m3(&["gic.direct_lpi=false", "vcpu_sched.vwfi=native"]);
+    assert!(v3["hyp.exits.lpi_per_s"] + v3["hyp.exits.ipi_per_s"] >= v3["gic.vlpis_per_s"] * 0.99, "{v3:?}");
+}
+
+#[test]
+fn native_keeps_the_vpe_resident() {
+    let (m, _) = m3(&["gic.direct_lpi=true", "vcpu_sched.vwfi=native"]);
+    assert_eq!(m["gic.vpe_sched_out_per_s"], 0.0);
+    assert_eq!(m["gic.vpt_pending_per_s"], 0.0);
+    let (t, _) = m3(&["gic.direct_lpi=true", "vcpu_sched.vwfi=trap"]);
+    assert!(t["gic.vpe_sched_out_per_s"] > 1000.0);
+}
+
+#[test]
+fn one_doorbell_per_non_resident_period_with_a_vlpi() {
+    for extra in
+        [&["gic.version=\"4.1\""][..], &["gic.version=\"4.0\""], &["vcpu_sched.pcpus=4", "vblk.numjobs=8", "gic.doorbell=descheduled"]]
+    {
+        let sets = [&["gic.direct_lpi=true"], extra].concat();
+        let (m, _) = m3(&sets);
+        assert!(m["gic.periods"] > 100.0, "{extra:?}");
+        assert!(m["gic.periods_doorbell"] > 0.0, "{extra:?}");
+        assert_eq!(m["gic.periods_doorbell"], m["gic.periods_vlpi_unmasked"], "{extra:?}");
+        assert!(m["gic.periods_doorbell"] <= m["gic.periods"]);
+    }
+    // GICv4.0 pays ITS commands for its doorbells, GICv4.1 does not.
+    let (v40, _) = m3(&["gic.direct_lpi=true", "gic.version=\"4.0\""]);
+    let (v41, _) = m3(&["gic.direct_lpi=true", "gic.version=\"4.1\""]);
+    assert!(v40["gic.its_cmds_per_s"] > v40["gic.doorbells_per_s"]);
+    assert_eq!(v41["gic.its_cmds_per_s"], v41["gic.vmovp_per_s"]);
+}
+
+#[test]
+fn migrations_issue_vmovp() {
+    let (m, _) = m3(&["gic.direct_lpi=true", "gic.its=2", "vcpu_sched.pcpus=4", "vblk.numjobs=8"]);
+    assert!(m["hyp.migrations_per_s"] > 0.0);
+    // One VMOVP per move of a vPE, on each of the two ITSs.
+    assert!(m["gic.vmovp_per_s"] > 0.0);
+    assert!(m["gic.its_cmds_per_s"] >= 2.0 * m["gic.vmovp_per_s"]);
+}
+
+proptest! {
+    #![proptest_config(ProptestConfig {
+        cases: std::env::var("IRQLAB_PROPTEST_CASES").ok().and_then(|v| v.parse().ok()).unwrap_or(16),
+        ..ProptestConfig::default()
+    })]
+
+    /// A random machine: no vLPI is lost or handled twice, across schedule-out/in and migration.
+    #[test]
+    fn no_vlpi_lost_or_delivered_twice(
+        pcpus in 1u32..6,
+        per_pcpu in 1u32..4,
+        iodepth in 1u32..4,
+        null in any::<bool>(),
+        vwfi in 0usize..4,
+        direct in any::<bool>(),
+        v40 in any::<bool>(),
+        descheduled in any::<bool>(),
+        its in 1u32..3,
+        seed in 0u64..1000,
+    ) {
+        let vcpus = if null { pcpus } else { pcpus * per_pcpu };
+        let sets = [
+            format!("vcpu_sched.pcpus={pcpus}"),
+            format!("vcpu_sched.vcpus={vcpus}"),
+            format!("vblk.numjobs={vcpus}"),
+            format!("vblk.iodepth={iodepth}"),
+            format!("vcpu_sched.scheduler={}", if null { "null" } else { "credit2" }),
+            format!("vcpu_sched.vwfi={}", ["trap", "native", "adaptive", "kvm"][vwfi]),
+            format!("gic.direct_lpi={direct}"),
+            format!("gic.version=\"{}\"", if v40 { "4.0" } else { "4.1" }),
+            format!("gic.doorbell={}", if descheduled { "descheduled" } else { "blocked" }),
+            format!("gic.its={its}"),
+            "gic.lpi_target=0".to_string(),
+            "duration=\"60ms\"".to_string(),
+            "warmup=\"5ms\"".to_string(),
+            format!("seed={seed}"),
+        ];
+        let refs: Vec<&str> = sets.iter().map(|s| s.as_str()).collect();
+        let (m, _) = m3(&refs);
+        prop_assert_eq!(m["gic.vlpis_unaccounted"], 0.0);
+        prop_assert!(m["vblk.completed"] > 0.0);
+        prop_assert_eq!(m["gic.periods_doorbell"], m["gic.periods_vlpi_unmasked"]);
+    }
+}

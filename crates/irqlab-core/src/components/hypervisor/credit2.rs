@@ -1,0 +1,199 @@
+//! Xen's credit2 (`xen/common/sched/credit2.c`) and null (`sched/null.c`)
+//! schedulers: which vCPU a pCPU runs next (`csched2_schedule`,
+//! `runq_candidate`), which pCPU a woken vCPU is sent to (`runq_tickle`), and
+//! credits and slices (`burn_credits`, `reset_credit`, `csched2_runtime`).
+//!
+//! credit2 keeps one runqueue for the socket (`credit2_runqueue=socket`, the
+//! default), so a vCPU runs wherever a pCPU is free and migrates when its own
+//! is busy. null gives each vCPU one pCPU for good.
+
+use super::params::{SchedKind, Vwfi};
+use super::state::{ev, hv, notify_switch, push_work, raise_resched, HypEv, Hypervisor, Mode, Vcpu, VcpuState};
+use crate::engine::time::Ps;
+use crate::engine::Scheduler;
+use crate::platform::machine::{Ev, Machine, Parts};
+
+/// `CSCHED2_RATELIMIT_TICKLE_TOLERANCE`: a vCPU this close to the rate limit may be preempted.
+const TICKLE_TOLERANCE: Ps = 50_000_000;
+
+fn may_run(vc: &Vcpu, p: u32) -> bool {
+    vc.pinned.is_none_or(|c| c == p)
+}
+
+/// Whether another vCPU waits to run on pCPU `p`: one tickled to it, or one
+/// that last ran there and waits for a pCPU (the shared runqueue holds vCPUs
+/// tickled to other, idle pCPUs too: those do not need this one).
+pub(super) fn others_runnable(h: &Hypervisor, p: u32) -> bool {
+    h.runq.iter().any(|&u| {
+        let vc = &h.vcpus[u as usize];
+        may_run(vc, p) && (vc.tickled_cpu == Some(p) || (vc.tickled_cpu.is_none() && vc.processor == p))
+    })
+}
+
+/// `burn_credits`: the running vCPU pays for its time.
+fn burn(h: &mut Hypervisor, p: u32, now: Ps) {
+    let pc = &mut h.pcpus[p as usize];
+    if let Some(v) = pc.cur {
+        h.vcpus[v as usize].credit -= now.saturating_sub(pc.last_burn) as i64;
+    }
+    pc.last_burn = now;
+}
+
+/// `runq_candidate`: the runqueue's best vCPU for `p` (most credit, first
+/// queued on ties), against a current one with `floor` credit. A vCPU tickled
+/// to another pCPU that has not scheduled yet is left for it, and one that last
+/// ran elsewhere is pulled only with `migrate_resist` more credit.
+fn best_queued(h: &Hypervisor, p: u32, except: Option<u32>, floor: Option<i64>) -> Option<u32> {
+    let mut best: Option<u32> = None;
+    for &u in &h.runq {
+        let vc = &h.vcpus[u as usize];
+        if Some(u) == except || !may_run(vc, p) {
+            continue;
+        }
+        if vc.tickled_cpu.is_some_and(|t| t != p && h.pcpus[t as usize].tickled) {
+            continue;
+        }
+        let base = best.map(|b| h.vcpus[b as usize].credit).or(floor);
+        if vc.processor != p && base.is_some_and(|b| b + h.c.migrate_resist as i64 > vc.credit) {
+            continue;
+        }
+        if best.is_none_or(|b| vc.credit > h.vcpus[b as usize].credit) {
+            best = Some(u);
+        }
+    }
+    best
+}
+
+/// `reset_credit`: everyone's credit is clipped to the carry-over and topped up.
+fn reset_credit(h: &mut Hypervisor) {
+    let (init, carry) = (h.c.credit_init as i64, h.c.min_timer as i64);
+    for vc in &mut h.vcpus {
+        vc.credit = vc.credit.min(carry) + init;
+    }
+}
+
+/// `schedule()` on pCPU `p`: pick what runs next and switch to it.
+pub(super) fn schedule<P: Parts>(m: &mut Machine<P>, s: &mut Scheduler<Ev>, p: u32) {
+    let now = s.now();
+    let h = hv(m);
+    burn(h, p, now);
+    let pc = &mut h.pcpus[p as usize];
+    pc.resched = false;
+    pc.tickled = false;
+    if let Some(t) = pc.slice.take() {
+        s.cancel(t);
+    }
+    let cur = pc.cur;
+    let ran = now.saturating_sub(pc.ran_since);
+    let cur_runnable = cur.filter(|&v| h.vcpus[v as usize].state == VcpuState::Running);
+    let next = match h.kind.expect("configured") {
+        SchedKind::Null => cur_runnable.or_else(|| best_queued(h, p, None, None)),
+        SchedKind::Credit2 => match cur_runnable {
+            Some(v) if h.c.ratelimit > 0 && ran < h.c.ratelimit => Some(v),
+            _ => {
+                let q = best_queued(h, p, None, cur_runnable.map(|v| h.vcpus[v as usize].credit));
+                match (cur_runnable, q) {
+                    (Some(v), Some(u)) if h.vcpus[v as usize].credit >= h.vcpus[u as usize].credit => Some(v),
+                    (c, None) => c,
+                    (_, u) => u,
+                }
+            }
+        },
+    };
+    if next.is_some_and(|v| h.vcpus[v as usize].credit <= 0) {
+        reset_credit(h);
+    }
+    if next != cur {
+        h.stats.switches += 1;
+        if let Some(u) = cur {
+            if h.vcpus[u as usize].state == VcpuState::Running {
+                h.vcpus[u as usize].state = VcpuState::Runnable;
+                h.runq.push(u);
+            }
+        }
+        if let Some(v) = next {
+            h.runq.retain(|&u| u != v);
+            let vc = &mut h.vcpus[v as usize];
+            if vc.processor != p {
+                h.stats.migrations += 1;
+            }
+            vc.processor = p;
+            vc.state = VcpuState::Running;
+            vc.tickled_cpu = None;
+        }
+        let pc = &mut h.pcpus[p as usize];
+        pc.cur = next;
+        pc.ran_since = now;
+        let cost = h.c.context_switch;
+        let (out, inn) = (h.on_switch_out, h.on_switch_in);
+        push_work(m, p, cost);
+        if let Some(u) = cur {
+            notify_switch(m, s, out, u);
+        }
+        if let Some(v) = next {
+            notify_switch(m, s, inn, v);
+        }
+    }
+    if let Some(v) = next {
+        set_slice::<P>(hv(m), s, p, v);
+    }
+}
+
+/// `csched2_runtime`: run until the best waiting vCPU would have more credit,
+/// within [min_timer, credit_init], and at least the rate limit.
+fn set_slice<P: Parts>(h: &mut Hypervisor, s: &mut Scheduler<Ev>, p: u32, v: u32) {
+    let c = h.c;
+    let len = match best_queued(h, p, Some(v), None) {
+        None => c.credit_init,
+        Some(u) => {
+            let d = h.vcpus[v as usize].credit - h.vcpus[u as usize].credit;
+            (d.max(0) as Ps).clamp(c.min_timer, c.credit_init)
+        }
+    };
+    let len = len.max(c.ratelimit);
+    h.pcpus[p as usize].slice = Some(s.timer_after(len, ev::<P>(HypEv::Slice, p)));
+}
+
+/// `runq_tickle`: a woken vCPU `v` needs a pCPU. An idle one (its own first),
+/// else the one where it would preempt with the best score, else none (it waits
+/// in the runqueue). `from` is the pCPU running this code.
+pub(super) fn tickle<P: Parts>(m: &mut Machine<P>, s: &mut Scheduler<Ev>, v: u32, from: u32) {
+    let now = s.now();
+    let h = hv(m);
+    let np = h.pcpus.len() as u32;
+    let home = h.vcpus[v as usize].processor;
+    let order: Vec<u32> = (0..np).map(|k| (home + k) % np).filter(|&c| may_run(&h.vcpus[v as usize], c)).collect();
+    if let Some(&c) = order.iter().find(|&&c| h.pcpus[c as usize].cur.is_none() && !h.pcpus[c as usize].tickled) {
+        h.vcpus[v as usize].tickled_cpu = Some(c);
+        return raise_resched(m, s, c, Some(from));
+    }
+    if h.kind == Some(SchedKind::Credit2) {
+        let mut best: Option<(i64, u32)> = None;
+        for &c in &order {
+            burn(h, c, now);
+            let pc = &h.pcpus[c as usize];
+            let Some(u) = pc.cur else { continue };
+            if pc.tickled || now.saturating_sub(pc.ran_since) + TICKLE_TOLERANCE < h.c.ratelimit {
+                continue;
+            }
+            let resist = if c != home { h.c.migrate_resist as i64 } else { 0 };
+            let score = h.vcpus[v as usize].credit - h.vcpus[u as usize].credit - resist;
+            if score > 0 && best.is_none_or(|(b, _)| score > b) {
+                best = Some((score, c));
+            }
+        }
+        if let Some((_, c)) = best {
+            h.vcpus[v as usize].tickled_cpu = Some(c);
+            return raise_resched(m, s, c, Some(from));
+        }
+    }
+    // Adaptive WFI: a pCPU idling in a guest's WFI is kicked so that the WFI,
+    // executed again, now traps (another vCPU is runnable there).
+    if matches!(h.vwfi, Some(Vwfi::Adaptive | Vwfi::Kvm)) {
+        if let Some(&c) = order.iter().find(|&&c| h.pcpus[c as usize].mode == Mode::GuestIdle) {
+            h.stats.ipis += 1;
+            let lat = h.c.ipi_latency;
+            s.after(lat, ev::<P>(HypEv::IpiKick, c));
+        }
+    }
+}

@@ -1,0 +1,445 @@
+//! The hypervisor's side of its pCPUs (M3): vCPUs scheduled on pCPUs
+//! (`credit2.rs`: Xen's credit2 and null), guest exits and entries, blocking on
+//! a trapped WFI and waking up, and the guest's own work on each vCPU.
+//!
+//! A pCPU is in one of four modes: running a guest, idling in a guest's WFI
+//! (not trapped), running the hypervisor, or idle in the hypervisor's idle
+//! loop. Hypervisor work is a FIFO of items per pCPU (an exit, a handler, a
+//! context switch...); the guest runs only when that FIFO is empty, and an
+//! item may carry a continuation event for the component that queued it.
+//!
+//! This component knows no interrupt controller. Components that depend on it
+//! (the GIC, a guest workload) reach it through `parts::dep` and call the API
+//! below: `hyp_work`, `wake`, `kick`, `post_virq`, `guest_work`; it tells them
+//! of context switches through the events they register (`on_switch_in`,
+//! `on_switch_out`).
+
+mod credit2;
+pub mod params;
+mod state;
+#[cfg(test)]
+pub(crate) mod tests;
+
+use crate::engine::stats::{Report, Table};
+use crate::engine::time::Ps;
+use crate::engine::Scheduler;
+use crate::platform::machine::{Ev, Machine, Parts};
+use crate::platform::parts::{dispatch, Component, Has};
+use crate::scenario::Scenario;
+use params::Vwfi;
+pub use state::*;
+use std::collections::VecDeque;
+
+impl Component for Hypervisor {
+    type Ev = HypEv;
+
+    fn build<P: Has<Self>>(m: &mut Machine<P>, sc: &Scenario, _seed: u64) -> Self {
+        let Some(v) = &sc.vcpu_sched else { return Hypervisor::default() };
+        let c = Costs {
+            exit: sc.hypervisor.exit.ps(),
+            entry: sc.hypervisor.entry.ps(),
+            context_switch: v.costs.context_switch.ps(),
+            block: v.costs.block.ps(),
+            wake: v.costs.wake.ps(),
+            idle_exit: v.costs.idle_exit.ps(),
+            ipi_latency: sc.cpu.sgi_latency.ps(),
+            ratelimit: v.ratelimit.ps(),
+            migrate_resist: v.migrate_resist.ps(),
+            credit_init: v.credit_init.ps(),
+            min_timer: v.min_timer.ps(),
+        };
+        let pcpus = (0..v.pcpus)
+            .map(|p| Pcpu {
+                mode: Mode::Idle,
+                track: m.cpus[p as usize].track,
+                cur: None,
+                q: VecDeque::new(),
+                busy: None,
+                resched: false,
+                tickled: false,
+                guest_timer: None,
+                guest_end: 0,
+                slice: None,
+                ran_since: 0,
+                last_burn: 0,
+                since: 0,
+                time: [0; 4],
+            })
+            .collect();
+        let vcpus = (0..v.vcpus)
+            .map(|i| {
+                let pinned = v.pinned(i);
+                Vcpu {
+                    state: VcpuState::Runnable,
+                    processor: pinned.unwrap_or(i % v.pcpus),
+                    pinned,
+                    credit: c.credit_init as i64,
+                    tickled_cpu: None,
+                    guest_q: VecDeque::new(),
+                    virqs: VecDeque::new(),
+                    cur: None,
+                    paused_left: 0,
+                    woke_at: None,
+                }
+            })
+            .collect();
+        Hypervisor {
+            on: true,
+            kind: Some(v.scheduler),
+            vwfi: Some(v.vwfi),
+            pcpus,
+            vcpus,
+            runq: (0..v.vcpus).collect(),
+            c,
+            ..Default::default()
+        }
+    }
+
+    /// Every vCPU starts runnable and every pCPU schedules at time 0.
+    fn start<P: Has<Self>>(m: &mut Machine<P>, s: &mut Scheduler<Ev>) {
+        let n = m.parts.get().pcpus.len() as u32;
+        for p in 0..n {
+            m.parts.get().pcpus[p as usize].resched = true;
+            s.after(0, P::ev(HypEv::IpiResched, p));
+        }
+    }
+
+    fn handle<P: Has<Self>>(m: &mut Machine<P>, s: &mut Scheduler<Ev>, e: HypEv, p: u32) {
+        match e {
+            HypEv::HypDone => hyp_done(m, s, p),
+            HypEv::GuestDone => guest_done(m, s, p),
+            HypEv::Slice => {
+                let h = hv(m);
+                h.pcpus[p as usize].slice = None;
+                h.pcpus[p as usize].resched = true;
+                hyp_work(m, s, p, 0, None, Some(Exit::Timer));
+            }
+            HypEv::IpiResched => {
+                hv(m).pcpus[p as usize].resched = true;
+                hyp_work(m, s, p, 0, None, Some(Exit::Ipi));
+            }
+            // The vIRQ is already pending on the vCPU: the exit and the entry deliver it.
+            HypEv::IpiKick => hyp_work(m, s, p, 0, None, Some(Exit::Ipi)),
+        }
+    }
+
+    fn reset<P: Has<Self>>(m: &mut Machine<P>, now: Ps) {
+        let h = m.parts.get();
+        h.stats = Stats::default();
+        for c in &mut h.pcpus {
+            c.time = [0; 4];
+            c.since = now;
+        }
+    }
+
+    fn report<P: Has<Self>>(m: &mut Machine<P>, r: &mut Report, now: Ps, secs: f64) {
+        let h = m.parts.get();
+        if !h.on {
+            return;
+        }
+        let st = &h.stats;
+        for (k, (_, name)) in EXITS.iter().enumerate() {
+            r.metric(format!("hyp.exits.{name}_per_s"), st.exits[k] as f64 / secs);
+        }
+        r.metric("hyp.exits_per_s", st.exits.iter().sum::<u64>() as f64 / secs);
+        r.metric("hyp.switches_per_s", st.switches as f64 / secs);
+        r.metric("hyp.migrations_per_s", st.migrations as f64 / secs);
+        r.metric("hyp.wakes_per_s", st.wakes as f64 / secs);
+        r.metric("hyp.blocks_per_s", st.blocks as f64 / secs);
+        r.metric("hyp.ipis_per_s", st.ipis as f64 / secs);
+        r.histogram("hyp.wake_latency", &st.wake_latency);
+        r.metric("hyp.wfi_trapped_alone", st.wfi[1][0] as f64);
+        r.metric("hyp.wfi_trapped_others", st.wfi[1][1] as f64);
+        r.metric("hyp.wfi_native_alone", st.wfi[0][0] as f64);
+        r.metric("hyp.wfi_native_others", st.wfi[0][1] as f64);
+        let mut t = Table::new(&["pcpu", "hyp", "guest", "guest_wfi", "idle"]);
+        let mut hyp_total = 0;
+        for (i, c) in h.pcpus.iter_mut().enumerate() {
+            account(c, now);
+            hyp_total += c.time[Mode::Hyp as usize];
+            let f = |x: Ps| x as f64 / (secs * 1e12);
+            t.row(vec![
+                (i as f64).into(),
+                f(c.time[Mode::Hyp as usize]).into(),
+                f(c.time[Mode::Guest as usize]).into(),
+                f(c.time[Mode::GuestIdle as usize]).into(),
+                f(c.time[Mode::Idle as usize]).into(),
+            ]);
+        }
+        r.metric("hyp.pcpu_hyp_fraction", hyp_total as f64 / (secs * 1e12 * h.pcpus.len() as f64));
+        r.table("hyp_pcpus", t);
+    }
+}
+
+/// Hypervisor work on pCPU `p`: a physical interrupt or request taken there
+/// (`why` counts the guest exit it causes, if a guest runs), or more work queued
+/// by a continuation running there (`why = None`). `then` runs when it is done.
+pub fn hyp_work<P: Parts>(m: &mut Machine<P>, s: &mut Scheduler<Ev>, p: u32, cost: Ps, then: Option<Ev>, why: Option<Exit>) {
+    enter_hyp(m, s, p, why);
+    hv(m).pcpus[p as usize].q.push_back(Work { cost, kind: WorkKind::Plain, then });
+    run_hyp(m, s, p);
+}
+
+/// Leaves the guest or the idle loop for the hypervisor.
+fn enter_hyp<P: Parts>(m: &mut Machine<P>, s: &mut Scheduler<Ev>, p: u32, why: Option<Exit>) {
+    let now = s.now();
+    let (h, tr) = split(m);
+    let c = h.c;
+    let pc = &mut h.pcpus[p as usize];
+    let first = match pc.mode {
+        Mode::Hyp => return,
+        Mode::Idle => c.idle_exit,
+        Mode::Guest | Mode::GuestIdle => {
+            if pc.mode == Mode::Guest {
+                // Pause the guest's item; it resumes after the next entry.
+                if let Some(t) = pc.guest_timer.take() {
+                    s.cancel(t);
+                }
+                let left = pc.guest_end.saturating_sub(now);
+                let v = pc.cur.expect("a guest runs a vCPU") as usize;
+                h.vcpus[v].paused_left = left;
+            }
+            if let Some(w) = why {
+                let k = EXITS.iter().position(|(e, _)| *e == w).expect("listed");
+                h.stats.exits[k] += 1;
+                if tr.on() {
+                    tr.instant(now, h.pcpus[p as usize].track, "hyp", EXITS[k].1, None);
+                }
+            }
+            c.exit
+        }
+    };
+    let pc = &mut h.pcpus[p as usize];
+    set_mode(pc, Mode::Hyp, now, tr);
+    pc.q.push_front(Work { cost: first, kind: WorkKind::Plain, then: None });
+}
+
+fn run_hyp<P: Parts>(m: &mut Machine<P>, s: &mut Scheduler<Ev>, p: u32) {
+    let pc = &mut hv(m).pcpus[p as usize];
+    if pc.busy.is_some() {
+        return;
+    }
+    if let Some(w) = pc.q.pop_front() {
+        pc.busy = Some(w);
+        s.after(w.cost, ev::<P>(HypEv::HypDone, p));
+        return;
+    }
+    if pc.resched {
+        credit2::schedule(m, s, p);
+        return run_hyp(m, s, p);
+    }
+    resume(m, s, p);
+}
+
+fn hyp_done<P: Parts>(m: &mut Machine<P>, s: &mut Scheduler<Ev>, p: u32) {
+    let w = hv(m).pcpus[p as usize].busy.take().expect("a HypDone per item");
+    if let Some(e) = w.then {
+        dispatch(m, s, e);
+    }
+    match w.kind {
+        WorkKind::Plain => {}
+        WorkKind::Block => block(m, s, p),
+        WorkKind::Entry => {
+            let now = s.now();
+            let (h, tr) = split(m);
+            let pc = &mut h.pcpus[p as usize];
+            if pc.q.is_empty() && !pc.resched {
+                let v = pc.cur.expect("an entry is to a vCPU");
+                set_mode(pc, Mode::Guest, now, tr);
+                h.stats.entries += 1;
+                if let Some(t) = h.vcpus[v as usize].woke_at.take() {
+                    h.stats.wake_latency.record(now - t);
+                }
+                return guest_next(m, s, p);
+            }
+        }
+    }
+    run_hyp(m, s, p);
+}
+
+/// Nothing left to do in the hypervisor: return to the vCPU, or idle.
+fn resume<P: Parts>(m: &mut Machine<P>, s: &mut Scheduler<Ev>, p: u32) {
+    let now = s.now();
+    let (h, tr) = split(m);
+    let entry = h.c.entry;
+    let pc = &mut h.pcpus[p as usize];
+    match pc.cur {
+        Some(_) => {
+            pc.busy = Some(Work { cost: entry, kind: WorkKind::Entry, then: None });
+            s.after(entry, ev::<P>(HypEv::HypDone, p));
+        }
+        None => set_mode(pc, Mode::Idle, now, tr),
+    }
+}
+
+/// The guest's next item on pCPU `p`: a paused one, a pending vIRQ's handler, its own work, or WFI.
+fn guest_next<P: Parts>(m: &mut Machine<P>, s: &mut Scheduler<Ev>, p: u32) {
+    let now = s.now();
+    let h = hv(m);
+    let v = h.pcpus[p as usize].cur.expect("the guest runs a vCPU") as usize;
+    let vc = &mut h.vcpus[v];
+    // A vIRQ pending at entry is taken before the guest's paused work goes on.
+    if let Some((w, false)) = vc.cur {
+        if !vc.virqs.is_empty() {
+            vc.cur = None;
+            let left = std::mem::take(&mut vc.paused_left);
+            vc.guest_q.push_front(GuestWork { cost: left, then: w.then });
+        }
+    }
+    let len = match vc.cur {
+        Some(_) => std::mem::take(&mut vc.paused_left),
+        None => {
+            let next = match vc.virqs.pop_front() {
+                Some(w) => Some((w, true)),
+                None => vc.guest_q.pop_front().map(|w| (w, false)),
+            };
+            match next {
+                Some((w, irq)) => {
+                    vc.cur = Some((w, irq));
+                    w.cost
+                }
+                None => return guest_wfi(m, s, p),
+            }
+        }
+    };
+    let pc = &mut h.pcpus[p as usize];
+    pc.guest_end = now + len;
+    pc.guest_timer = Some(s.timer_after(len, ev::<P>(HypEv::GuestDone, p)));
+}
+
+fn guest_done<P: Parts>(m: &mut Machine<P>, s: &mut Scheduler<Ev>, p: u32) {
+    let h = hv(m);
+    h.pcpus[p as usize].guest_timer = None;
+    let v = h.pcpus[p as usize].cur.expect("the guest runs a vCPU") as usize;
+    let (w, irq) = h.vcpus[v].cur.take().expect("a GuestDone per item");
+    h.virqs_taken += irq as u64;
+    if let Some(e) = w.then {
+        dispatch(m, s, e);
+    }
+    if hv(m).pcpus[p as usize].mode == Mode::Guest {
+        guest_next(m, s, p);
+    }
+}
+
+/// The guest has nothing to run and executes WFI: trap and block, or idle in place.
+fn guest_wfi<P: Parts>(m: &mut Machine<P>, s: &mut Scheduler<Ev>, p: u32) {
+    let now = s.now();
+    let (h, tr) = split(m);
+    let others = credit2::others_runnable(h, p);
+    let trap = match h.vwfi.expect("configured") {
+        Vwfi::Trap => true,
+        Vwfi::Native => false,
+        Vwfi::Adaptive => others,
+        Vwfi::Kvm => others || !h.direct_vlpi,
+    };
+    h.stats.wfi[trap as usize][others as usize] += 1;
+    if !trap {
+        set_mode(&mut h.pcpus[p as usize], Mode::GuestIdle, now, tr);
+        return;
+    }
+    let block_cost = h.c.block;
+    enter_hyp(m, s, p, Some(Exit::Wfi));
+    hv(m).pcpus[p as usize].q.push_back(Work { cost: block_cost, kind: WorkKind::Block, then: None });
+    run_hyp(m, s, p);
+}
+
+/// `vcpu_block_unless_event_pending`: block, unless a vIRQ arrived meanwhile.
+fn block<P: Parts>(m: &mut Machine<P>, _s: &mut Scheduler<Ev>, p: u32) {
+    let h = hv(m);
+    let v = h.pcpus[p as usize].cur.expect("a trapped WFI is a vCPU's") as usize;
+    if h.vcpus[v].virqs.is_empty() && h.vcpus[v].guest_q.is_empty() {
+        h.vcpus[v].state = VcpuState::Blocked;
+        h.stats.blocks += 1;
+        h.pcpus[p as usize].resched = true;
+    }
+}
+
+/// `vcpu_unblock`, run by the hypervisor on pCPU `from`: a blocked vCPU
+/// becomes runnable and the scheduler picks a pCPU for it (`runq_tickle`).
+pub fn wake<P: Parts>(m: &mut Machine<P>, s: &mut Scheduler<Ev>, v: u32, from: u32) {
+    let now = s.now();
+    let h = hv(m);
+    if h.vcpus[v as usize].state != VcpuState::Blocked {
+        return;
+    }
+    h.vcpus[v as usize].woke_at = Some(now);
+    h.stats.wakes += 1;
+    let cost = h.c.wake;
+    h.pcpus[from as usize].q.push_back(Work { cost, kind: WorkKind::Plain, then: None });
+    // Still current on its pCPU (blocked, not yet switched out): the schedule
+    // due there keeps it (credit2's `unit_wake_running`), no tickle.
+    let home = h.vcpus[v as usize].processor;
+    if h.pcpus[home as usize].cur == Some(v) {
+        h.vcpus[v as usize].state = VcpuState::Running;
+        return;
+    }
+    h.vcpus[v as usize].state = VcpuState::Runnable;
+    h.runq.push(v);
+    credit2::tickle(m, s, v, from);
+}
+
+/// `vcpu_kick` from pCPU `from`: wake a blocked vCPU; make a vCPU running on
+/// another pCPU exit (an event-check IPI) so that its entry delivers what is pending.
+pub fn kick<P: Parts>(m: &mut Machine<P>, s: &mut Scheduler<Ev>, v: u32, from: u32) {
+    let h = hv(m);
+    let vc = &h.vcpus[v as usize];
+    match vc.state {
+        VcpuState::Blocked => wake(m, s, v, from),
+        VcpuState::Running if vc.processor != from => {
+            let (to, lat) = (vc.processor, h.c.ipi_latency);
+            h.stats.ipis += 1;
+            s.after(lat, ev::<P>(HypEv::IpiKick, to));
+        }
+        _ => {}
+    }
+}
+
+/// A virtual interrupt for vCPU `v`, with its guest handler. `direct`: the GIC
+/// delivers it to a resident vPE itself (GICv4), so a running guest takes it
+/// at once and a guest idle in WFI wakes, with no exit. Otherwise it waits
+/// in `virqs` until the vCPU next enters the guest.
+pub fn post_virq<P: Parts>(m: &mut Machine<P>, s: &mut Scheduler<Ev>, v: u32, w: GuestWork, direct: bool) {
+    let now = s.now();
+    let (h, tr) = split(m);
+    let vc = &mut h.vcpus[v as usize];
+    vc.virqs.push_back(w);
+    if !direct || vc.state != VcpuState::Running {
+        return;
+    }
+    let p = vc.processor;
+    let pc = &mut h.pcpus[p as usize];
+    match pc.mode {
+        Mode::GuestIdle => {
+            set_mode(pc, Mode::Guest, now, tr);
+            guest_next(m, s, p);
+        }
+        // Preempt the guest's own work (a handler in progress runs with interrupts masked).
+        Mode::Guest if matches!(vc.cur, Some((_, false))) => {
+            if let Some(t) = pc.guest_timer.take() {
+                s.cancel(t);
+            }
+            let left = pc.guest_end.saturating_sub(now);
+            let (w, _) = vc.cur.take().expect("matched");
+            vc.guest_q.push_front(GuestWork { cost: left, then: w.then });
+            guest_next(m, s, p);
+        }
+        _ => {}
+    }
+}
+
+/// Work the guest OS itself has on vCPU `v` (a submission, a reaped
+/// completion): queued behind what it is doing. A vCPU idle in WFI in place wakes for it.
+pub fn guest_work<P: Parts>(m: &mut Machine<P>, s: &mut Scheduler<Ev>, v: u32, w: GuestWork) {
+    let now = s.now();
+    let (h, tr) = split(m);
+    let vc = &mut h.vcpus[v as usize];
+    vc.guest_q.push_back(w);
+    if vc.state == VcpuState::Running {
+        let p = vc.processor;
+        let pc = &mut h.pcpus[p as usize];
+        if pc.mode == Mode::GuestIdle {
+            set_mode(pc, Mode::Guest, now, tr);
+            guest_next(m, s, p);
+        }
+    }
+}

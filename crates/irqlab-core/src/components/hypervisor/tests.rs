@@ -1,0 +1,126 @@
+//! The scheduler's acceptance: WFI policies, credit2 against null, wake-ups.
+
+use crate::run::{run, RunOptions};
+use std::collections::BTreeMap;
+
+pub(crate) const BASE: &str = r#"
+name = "m3"
+duration = "200ms"
+warmup = "20ms"
+[platform]
+cpus = 8
+[cpu]
+sgi_latency = "1us"
+[hypervisor]
+exit = "400ns"
+entry = "400ns"
+handler = "600ns"
+inject = "300ns"
+[vcpu_sched]
+pcpus = 8
+vcpus = 8
+[vcpu_sched.costs]
+context_switch = "2us"
+block = "300ns"
+wake = "500ns"
+idle_exit = "1us"
+[gic]
+[gic.costs]
+lpi_delivery = "500ns"
+its_cmd = "1us"
+vpendbaser = "200ns"
+dirty = "1us"
+doorbell_handler = "600ns"
+[vblk]
+numjobs = 4
+iops = "80k/s"
+latency = "250us"
+latency_sigma = 0.35
+submit = "6us"
+complete = "6us"
+"#;
+
+pub(crate) fn m3(sets: &[&str]) -> (BTreeMap<String, f64>, BTreeMap<String, crate::engine::stats::Summary>) {
+    let sets: Vec<String> = sets.iter().map(|s| s.to_string()).collect();
+    let sc = crate::load(BASE, "m3.toml", &sets).expect("valid scenario");
+    let out = run(&sc, RunOptions { audit: true, ..Default::default() });
+    assert_eq!(out.report.metrics["vblk.bad_completions"], 0.0, "an I/O completed that was not at the device");
+    assert_eq!(out.report.metrics["gic.vlpis_unaccounted"], 0.0, "a vLPI was lost or handled twice");
+    assert_eq!(out.audit.time_reversals, 0);
+    (out.report.metrics, out.report.histograms)
+}
+
+/// Four jobs on eight vCPUs over four pCPUs, every vCPU with a job.
+const OVERSUBSCRIBED: &[&str] = &["vcpu_sched.pcpus=4", "vblk.numjobs=8"];
+
+#[test]
+fn adaptive_traps_exactly_when_another_vcpu_is_runnable() {
+    for direct in ["false", "true"] {
+        let d = format!("gic.direct_lpi={direct}");
+        let (m, _) = m3(&[OVERSUBSCRIBED, &["vcpu_sched.vwfi=adaptive", d.as_str()]].concat());
+        assert_eq!(m["hyp.wfi_trapped_alone"], 0.0, "{direct}");
+        assert_eq!(m["hyp.wfi_native_others"], 0.0, "{direct}");
+        // Both cases occur, so the test could fail.
+        assert!(m["hyp.wfi_trapped_others"] > 0.0 && m["hyp.wfi_native_alone"] > 0.0, "{m:?}");
+    }
+    // trap and native ignore the runqueue.
+    let (t, _) = m3(&[OVERSUBSCRIBED, &["vcpu_sched.vwfi=trap"]].concat());
+    assert_eq!(t["hyp.wfi_native_alone"] + t["hyp.wfi_native_others"], 0.0);
+    let (n, _) = m3(&[OVERSUBSCRIBED, &["vcpu_sched.vwfi=native"]].concat());
+    assert_eq!(n["hyp.wfi_trapped_alone"] + n["hyp.wfi_trapped_others"], 0.0);
+}
+
+#[test]
+fn credit2_and_null_agree_with_one_vcpu_per_pcpu() {
+    for direct in ["false", "true"] {
+        let d = format!("gic.direct_lpi={direct}");
+        let (c, ch) = m3(&["vcpu_sched.scheduler=credit2", d.as_str()]);
+        let (n, nh) = m3(&["vcpu_sched.scheduler=null", d.as_str()]);
+        assert_eq!(c["hyp.migrations_per_s"], 0.0);
+        for k in ["hyp.exits.lpi_per_s", "hyp.exits.ipi_per_s", "hyp.exits.doorbell_per_s", "hyp.exits.wfi_per_s", "gic.doorbells_per_s"] {
+            let (a, b) = (c[k], n[k]);
+            assert!((a - b).abs() <= 0.02 * a.max(b), "{k}: credit2 {a}, null {b}");
+        }
+        assert!(c["hyp.exits.wfi_per_s"] > 0.0);
+        let (a, b) = (&ch["vblk.clat"], &nh["vblk.clat"]);
+        for (x, y) in [(a.mean, b.mean), (a.p50, b.p50), (a.p99, b.p99)] {
+            assert!((x - y).abs() <= 0.02 * x, "credit2 {x} ns, null {y} ns");
+        }
+    }
+}
+
+#[test]
+fn oversubscribed_credit2_migrates_and_null_refuses() {
+    let (m, _) = m3(&[OVERSUBSCRIBED, &["vcpu_sched.vcpus=8"]].concat());
+    assert!(m["hyp.migrations_per_s"] > 0.0, "{m:?}");
+    let sets: Vec<String> = [OVERSUBSCRIBED, &["vcpu_sched.scheduler=null"]].concat().iter().map(|s| s.to_string()).collect();
+    let e = crate::load(BASE, "m3.toml", &sets).unwrap_err();
+    assert!(e.0.contains("vcpu_sched.scheduler") && e.0.contains("null"), "{e}");
+}
+
+#[test]
+fn native_wfi_holds_the_pcpu_that_a_waiting_vcpu_needs() {
+    // Oversubscribed, a vCPU idling in WFI in place keeps others waiting for a slice.
+    let (t, th) = m3(&[OVERSUBSCRIBED, &["vcpu_sched.vwfi=trap"]].concat());
+    let (n, nh) = m3(&[OVERSUBSCRIBED, &["vcpu_sched.vwfi=native"]].concat());
+    assert!(n["vblk.iops"] < 0.8 * t["vblk.iops"], "native {} vs trap {}", n["vblk.iops"], t["vblk.iops"]);
+    assert!(nh["vblk.clat"].p99 > th["vblk.clat"].p99);
+}
+
+#[test]
+fn bad_placements_name_their_key() {
+    let bad = |sets: &[&str], key: &str| {
+        let sets: Vec<String> = sets.iter().map(|s| s.to_string()).collect();
+        let e = crate::load(BASE, "m3.toml", &sets).unwrap_err();
+        assert!(e.0.contains(key), "{e} should name {key}");
+        assert!(!e.0.contains('\n'), "one line: {e}");
+    };
+    bad(&["vcpu_sched.pin=[0,1,2,3,4,5,6,9]"], "vcpu_sched.pin[7]");
+    bad(&["vcpu_sched.pin=[0,1]"], "vcpu_sched.pin");
+    bad(&["vcpu_sched.pcpus=9"], "vcpu_sched.pcpus");
+    bad(&["gic.its=0", "gic.direct_lpi=true"], "gic.its");
+    bad(&["gic.lpi_target=8"], "gic.lpi_target");
+    bad(&["vblk.cpus=[0,8]"], "vblk.cpus[1]");
+    bad(&["vblk.numjobs=9"], "vblk.numjobs");
+    bad(&["vcpu_sched.vwfi=sometimes"], "vcpu_sched.vwfi");
+}
