@@ -118,7 +118,26 @@ def _kind(r: dict[str, Any]) -> str:
     return k
 
 
-def render(rows: Sequence[dict[str, Any]], runs: Sequence[FigureRun], version: str) -> str:
+def study_tables(studies: Sequence[dict[str, Any]]) -> list[str]:
+    """One table per study: its variants down, its metrics across."""
+    out = []
+    for st in studies:
+        out.append(f'<h3>{escape(st["scenario"])}</h3><table><tr><th class="l">variant</th>')
+        out.append("".join(f"<th>{escape(m)}</th>" for m in st["metrics"]) + '<th class="l">overrides</th></tr>')
+        for r in st["runs"]:
+            cells = "".join(f"<td>{_fmt(r['values'][m])}</td>" for m in st["metrics"])
+            sets = escape(", ".join(r["overrides"]))
+            out.append(f'<tr><td class="l">{escape(r["name"])}</td>{cells}<td class="l">{sets}</td></tr>')
+        out.append("</table>")
+    return out
+
+
+def render(
+    rows: Sequence[dict[str, Any]],
+    runs: Sequence[FigureRun],
+    version: str,
+    studies: Sequence[dict[str, Any]] = (),
+) -> str:
     """The whole page as a string."""
     from .reproduce import summary
 
@@ -180,7 +199,13 @@ def render(rows: Sequence[dict[str, Any]], runs: Sequence[FigureRun], version: s
         out.append(error_overview(rows))
         out.extend(figure_plot(r) for r in rows)
         out.append("</div>")
-    with_series = [(r, series_plots(r)) for r in runs]
+    if studies:
+        out.append(
+            '<h2>Studies</h2><p class="note">Runs with no published figure: what the model says '
+            "under each variant, with nothing to compare against.</p>"
+        )
+        out.extend(study_tables(studies))
+    with_series = [(r, series_plots(r)) for r in runs if r.variant is None]
     with_series = [(r, imgs) for r, imgs in with_series if imgs]
     if with_series:
         out.append("<h2>Time series</h2>")

@@ -27,9 +27,13 @@ class FigureRun:
     overrides: list[str]
     expects: list[dict[str, Any]]
     result: dict[str, Any] | None = None
+    # A `[[variants.run]]` of a study: its name (no expectations are read from it).
+    variant: str | None = None
 
     @property
     def label(self) -> str:
+        if self.variant is not None:
+            return f"{self.stem}: {self.variant}"
         return f"{self.stem} [{', '.join(self.overrides)}]" if self.overrides else self.stem
 
 
@@ -62,11 +66,18 @@ def prepare(files: list[Path]) -> list[FigureRun]:
             for exp in scen.get("expect", []):
                 if exp.get("relative_to") is not None:
                     variants.setdefault(tuple(exp["relative_to"]), [])
-            if not variants:
+            study = scen.get("variants")
+            if not variants and not study:
                 variants[()] = []
             for sets, expects in variants.items():
                 _core.load(text, origin, list(sets))
                 runs.append(FigureRun(f.stem, origin, text, scen, list(sets), expects))
+            for i, v in enumerate(study["run"] if study else []):
+                try:
+                    _core.load(text, origin, list(v["set"]))
+                except _core.ScenarioError as e:
+                    raise UserError(f"{origin}: variants.run[{i}] ({v['name']}): {one_line(str(e))}") from None
+                runs.append(FigureRun(f.stem, origin, text, scen, list(v["set"]), [], variant=v["name"]))
         except _core.ScenarioError as e:
             raise UserError(one_line(str(e))) from None
     return runs
@@ -171,6 +182,27 @@ def _value(run: FigureRun, metric: str, i: int) -> float:
             f"{run.origin}: expect[{i}].metric: `{metric}` is not produced by this scenario; known: {known}"
         )
     return v
+
+
+def studies(runs: Sequence[FigureRun]) -> list[dict[str, Any]]:
+    """The studies' results (runs without expectations): per scenario, its
+    variants and the metrics its `[variants]` lists."""
+    out: dict[str, dict[str, Any]] = {}
+    for r in runs:
+        if r.variant is None:
+            continue
+        assert r.result is not None
+        metrics = r.scenario["variants"]["metrics"]
+        study = out.setdefault(r.stem, {"scenario": r.stem, "metrics": metrics, "runs": []})
+        values = {}
+        for m in metrics:
+            v = lookup(r.result, m)
+            if v is None:
+                known = ", ".join(known_values(r.result)) or "(none)"
+                raise UserError(f"{r.origin}: variants.metrics: `{m}` is not produced by this scenario; known: {known}")
+            values[m] = _finite(v)
+        study["runs"].append({"name": r.variant, "overrides": r.overrides, "values": values})
+    return list(out.values())
 
 
 def counts(rows: Sequence[dict[str, Any]]) -> dict[str, int]:

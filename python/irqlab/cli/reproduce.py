@@ -44,19 +44,24 @@ def reproduce(
     with progress("reproducing figures", len(runs)) as advance:
         repro.execute(runs, workers or os.cpu_count() or 1, advance)
     rows = [row for r in runs for row in repro.check(r, runs)]
-    page = report.render(rows, runs, _core.__version__)
+    studies = repro.studies(runs)
+    page = report.render(rows, runs, _core.__version__, studies)
     made_by = {"irqlab": _core.__version__, "commit": commit()}
-    doc = dump({"figures": rows, "counts": repro.counts(rows), "provenance": made_by})
+    doc = dump({"figures": rows, "counts": repro.counts(rows), "studies": studies, "provenance": made_by})
     write_all([(out_dir / "figures.json", doc), (out_dir / "index.html", page)])
 
-    if not rows:
+    if not rows and not studies:
         err.print(
             f"warning: no figures to reproduce in {figdir} (no [[expect]] entries); wrote an empty report to {out_dir}",
             markup=False,
             soft_wrap=True,
         )
         return
-    out.print(_table(rows, out_dir))
+    if rows:
+        out.print(_table(rows, out_dir))
+    if studies:
+        n = sum(len(s["runs"]) for s in studies)
+        out.print(f"{len(studies)} studies ({n} runs without expectations) in {out_dir / 'index.html'}")
     out.print(repro.summary(rows))
     if any(not r["within_tolerance"] and (strict or r["kind"] == "fit") for r in rows):
         raise typer.Exit(1)
