@@ -27,6 +27,10 @@ handler = "100ns"
 """
 
 
+def _sigint_default() -> None:
+    signal.signal(signal.SIGINT, signal.SIG_DFL)
+
+
 def _cpu_seconds(pid: int) -> float:
     fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
     return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
@@ -45,6 +49,9 @@ def test_sigint_stops_a_long_run_with_exit_130(tmp_path: Path, command: list[str
         stdout=subprocess.PIPE,
         stderr=subprocess.PIPE,
         text=True,
+        # A test run started in the background (`make test &`, some CI runners) inherits
+        # SIGINT ignored, and Python then keeps it ignored: give the child Ctrl-C back.
+        preexec_fn=_sigint_default,
     )
     try:
         # Wait until the simulation is under way (a second of CPU), not just importing.
