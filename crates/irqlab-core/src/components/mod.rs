@@ -12,6 +12,7 @@ pub mod kvm_x86;
 pub mod moderation;
 pub mod nic;
 pub mod nvme;
+pub mod spe;
 pub mod vblk;
 
 crate::parts! {
@@ -23,6 +24,7 @@ crate::parts! {
         hypervisor: hypervisor::Hypervisor,
         gic: gicv4::Gic,
         vblk: vblk::Vblk,
+        spe: spe::Spe,
     }
 }
 

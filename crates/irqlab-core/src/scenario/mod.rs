@@ -26,6 +26,7 @@ pub use crate::components::kvm_x86::params::{Kvm, KvmCosts, KvmRates, Lvtpc, Ord
 pub use crate::components::moderation::params::{Gsim, GsimChange, Moderation, ModerationKind};
 pub use crate::components::nic::params::Nic;
 pub use crate::components::nvme::params::{Fio, Nvme};
+pub use crate::components::spe::params::{Policy as SpePolicy, Size, Spe};
 pub use crate::components::vblk::params::Vblk;
 pub use cpu::{CpuCosts, Masking, PmrCosts, SdeiCosts};
 pub use hypervisor::{HypervisorCosts, Vm};
@@ -94,6 +95,9 @@ pub struct Scenario {
     /// fio jobs in the guest against a provisioned-IOPS volume (M3).
     #[serde(default)]
     pub vblk: Option<Vblk>,
+    /// A task profiled with SPE, on the host or in a guest, and KVM's buffer pinning policy (M2).
+    #[serde(default)]
+    pub spe: Option<Spe>,
     /// Cross-CPU requests (backtrace, crash-dump stop) and how they escalate.
     #[serde(default, rename = "crosscall")]
     pub crosscalls: Vec<CrossCall>,
@@ -230,6 +234,20 @@ pub struct Variants {
     pub metrics: Vec<String>,
     #[serde(rename = "run")]
     pub runs: Vec<Variant>,
+    /// A plot of the study in the report: `y` against `x`, one line per run `group`.
+    #[serde(default)]
+    pub plot: Option<StudyPlot>,
+}
+
+#[derive(Clone, Debug, Deserialize, Serialize, JsonSchema)]
+#[serde(deny_unknown_fields)]
+pub struct StudyPlot {
+    pub x: String,
+    pub y: String,
+    #[serde(default)]
+    pub log_x: bool,
+    #[serde(default)]
+    pub log_y: bool,
 }
 
 #[derive(Clone, Debug, Deserialize, Serialize, JsonSchema)]
@@ -239,6 +257,9 @@ pub struct Variant {
     /// Overrides (`KEY.PATH=VALUE`, as `--set`).
     #[serde(default)]
     pub set: Vec<String>,
+    /// The line this run belongs to in the study's plot.
+    #[serde(default)]
+    pub group: Option<String>,
 }
 
 /// Whether a figure confirms the model (a prediction) or only shows that a
@@ -269,6 +290,9 @@ impl Scenario {
         }
         if let Some(g) = &self.gic {
             g.check(self.vcpu_sched.as_ref().map(|v| v.pcpus))?;
+        }
+        if let Some(x) = &self.spe {
+            x.check(self.vcpu_sched.as_ref().map(|v| v.vcpus), ctx)?;
         }
         if let Some(b) = &self.vblk {
             b.check(self.vcpu_sched.as_ref().map(|v| v.vcpus), self.gic.is_some())?;

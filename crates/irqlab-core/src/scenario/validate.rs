@@ -170,6 +170,13 @@ pub fn check(s: &Scenario) -> Check {
         if v.runs.is_empty() {
             return err("variants.run", "must list at least one [[variants.run]] with a name and its overrides");
         }
+        if let Some(pl) = &v.plot {
+            for (k, m) in [("x", &pl.x), ("y", &pl.y)] {
+                if !v.metrics.contains(m) {
+                    return err(format!("variants.plot.{k}"), format!("\"{m}\" is not one of variants.metrics"));
+                }
+            }
+        }
         let mut names = std::collections::HashSet::new();
         for (i, r) in v.runs.iter().enumerate() {
             if r.name.is_empty() || !names.insert(r.name.as_str()) {

@@ -42,15 +42,18 @@ pub enum Exit {
     Timer,
     /// A list-register maintenance interrupt (more pending vIRQs than LRs).
     Maintenance,
+    /// A trapped system-register write (SPE's `PMBLIMITR_EL1`, M2).
+    Sysreg,
 }
 
-pub const EXITS: [(Exit, &str); 6] = [
+pub const EXITS: [(Exit, &str); 7] = [
     (Exit::Lpi, "lpi"),
     (Exit::Ipi, "ipi"),
     (Exit::Doorbell, "doorbell"),
     (Exit::Wfi, "wfi"),
     (Exit::Timer, "timer"),
     (Exit::Maintenance, "maintenance"),
+    (Exit::Sysreg, "sysreg"),
 ];
 
 /// Work the guest runs on a vCPU: its CPU time, and what to run once it is done.
@@ -142,7 +145,7 @@ pub struct Vcpu {
 
 #[derive(Default)]
 pub struct Stats {
-    pub exits: [u64; 6],
+    pub exits: [u64; 7],
     pub entries: u64,
     pub switches: u64,
     pub migrations: u64,

@@ -1,0 +1,539 @@
+//! SPE profiling-buffer pinning for a guest (M2): a command profiled by
+//! `perf record -e arm_spe//`, on the host or in a guest on the hypervisor
+//! component's vCPU, and what KVM does with the buffer's stage-2 mappings.
+//!
+//! The command runs once: perf starts and allocates its AUX buffer, then the
+//! command runs in `switches + 1` stretches separated by context switches. In
+//! per-task mode perf's SPE driver disables the buffer at every switch-out
+//! (`arm_spe_pmu_stop` → `arm_spe_pmu_disable_and_drain_local`, PMBLIMITR_EL1 = 0)
+//! and enables it at every switch-in (`arm_spe_pmu_start` →
+//! `arm_spe_perf_aux_output_begin`); in a guest each of those writes traps to
+//! KVM, which applies the pinning policy there, with the vCPU stopped. In
+//! per-CPU mode the buffer stays enabled. At the end the VM is torn down and
+//! whatever is pinned is released.
+//!
+//! While the buffer is enabled the profiling unit writes `record_rate` bytes
+//! per second through it. A write into a page that is not mapped at stage 2
+//! faults: profiling stops, PMBIRQ reaches KVM after `pmbirq_latency`, KVM
+//! maps the page (an exit and `map_fault`), profiling resumes; the records of
+//! that blackout are lost. Host reclaim unmaps buffer pages that are not pinned.
+//!
+//! Depends one way on the hypervisor component (guest work on a vCPU, trapped
+//! writes as hypervisor work on its pCPU).
+
+pub mod params;
+#[cfg(test)]
+mod tests;
+
+use crate::components::hypervisor::{self, hv, Exit, GuestWork};
+use crate::engine::rng::{exp_sample, stream, Rng};
+use crate::engine::stats::{Gauge, Report};
+use crate::engine::time::Ps;
+use crate::engine::Scheduler;
+use crate::platform::machine::{Ev, Machine};
+use crate::platform::parts::{Component, Has};
+use crate::scenario::Scenario;
+use params::{KernelProfile, Perf, Policy, SpeMode, Where, PAGE};
+use rand::Rng as _;
+
+crate::part_events! {
+    pub enum SpeEv {
+        /// The command's timeline moves to its next step.
+        Step,
+        /// The profiling unit's write pointer enters the next page.
+        PageCross,
+        /// PMBIRQ reaches KVM after a stage-2 fault on the buffer.
+        Pmbirq,
+        /// KVM mapped the faulting page: profiling resumes.
+        Mapped,
+        /// Host reclaim unmaps a buffer page (if it can).
+        Reclaim,
+        /// Policy 3's timer.
+        UnpinTimer,
+    }
+}
+
+/// One step of the command's life.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+enum Op {
+    Startup,
+    Enable,
+    Run,
+    Disable,
+    Switch,
+    Off,
+    Teardown,
+    Done,
+}
+
+#[derive(Default, Clone, Copy)]
+struct Costs {
+    pin: Ps,
+    unpin: Ps,
+    walk: Ps,
+    alloc: Ps,
+    startup: Ps,
+    switch: Ps,
+    pmbirq: Ps,
+    map_fault: Ps,
+}
+
+#[derive(Default)]
+pub struct Stats {
+    pub started: Ps,
+    pub ended: Option<Ps>,
+    pub pin_ops: u64,
+    pub unpin_ops: u64,
+    /// Time in pin and unpin operations (stage-1 walks included).
+    pub pin_time: Ps,
+    /// The longest pin, unpin or walk done in one go (no quiescent state).
+    pub longest: Ps,
+    pub blackouts: u64,
+    pub lost: Ps,
+    /// Faults and reclaims per buffer page (a page faults at most once per unmapping).
+    pub faults_per_page: Vec<u32>,
+    pub reclaims_per_page: Vec<u32>,
+    /// Writes into a page that was unmapped when written.
+    pub unmapped_writes: u64,
+    pub reclaimed: u64,
+    pub timer_unpins: u64,
+    /// Timer unpins of a buffer in use (must stay 0).
+    pub timer_unpins_in_use: u64,
+    pub pinned: Gauge,
+    pub pinned_at_teardown: u64,
+}
+
+#[derive(Default)]
+pub struct Spe {
+    pub on: bool,
+    /// `perf record` with SPE (false: `perf stat`, no buffer).
+    profiling: bool,
+    guest: bool,
+    vcpu: u32,
+    per_task: bool,
+    policy: Option<Policy>,
+    snapshot: bool,
+    /// Buffer pages (after a cap), and those perf asked for.
+    pub pages: u64,
+    requested: u64,
+    run: Ps,
+    seg: Ps,
+    off: Ps,
+    switches: u32,
+    remap_every: u32,
+    unpin_timer: Ps,
+    unpin_age: Ps,
+    record_rate: f64,
+    reclaim_rate: f64,
+    ghz: f64,
+    c: Costs,
+    // The command's position: its step index and the step.
+    k: u64,
+    op: Option<Op>,
+    pub enabled: bool,
+    enables: u32,
+    /// The buffer's current placement (changes every `remap_every` enables) and the one pinned.
+    gen: u32,
+    pinned_gen: u32,
+    pub pinned_pages: u64,
+    last_disable: Ps,
+    /// Stage-2 mapping per buffer page.
+    pub mapped: Vec<bool>,
+    wp: u64,
+    blackout_since: Option<Ps>,
+    writing: Option<crate::engine::sim::TimerHandle>,
+    rng: Option<Rng>,
+    pub stats: Stats,
+}
+
+impl Component for Spe {
+    type Ev = SpeEv;
+
+    fn build<P: Has<Self>>(_m: &mut Machine<P>, sc: &Scenario, seed: u64) -> Self {
+        let Some(x) = &sc.spe else { return Spe::default() };
+        let f = if x.kernel == KernelProfile::Debug { x.debug_factor } else { 1.0 };
+        let k = &x.costs;
+        let scale = |t: crate::scenario::Time| (t.ps() as f64 * f).round() as Ps;
+        let requested = x.buffer.0.div_ceil(PAGE);
+        let pages = match (x.policy, x.cap) {
+            (Policy::Cap, Some(c)) => requested.min(c.0.div_ceil(PAGE)),
+            _ => requested,
+        };
+        Spe {
+            on: true,
+            profiling: x.perf == Perf::Record,
+            guest: x.place == Where::Guest,
+            vcpu: x.vcpu,
+            per_task: x.mode == SpeMode::PerTask,
+            policy: Some(x.policy),
+            snapshot: x.snapshot,
+            pages,
+            requested,
+            run: x.task.run.ps(),
+            seg: x.task.run.ps() / (x.task.switches as u64 + 1),
+            off: x.task.off.ps(),
+            switches: x.task.switches,
+            remap_every: x.remap_every,
+            unpin_timer: x.unpin_timer.map(|t| t.ps()).unwrap_or(0),
+            unpin_age: x.unpin_age.ps(),
+            record_rate: x.record_rate.0,
+            reclaim_rate: x.reclaim_rate.0,
+            ghz: x.clock_ghz,
+            c: Costs {
+                pin: scale(k.pin_page),
+                unpin: scale(k.unpin_page.unwrap_or(k.pin_page)),
+                walk: scale(k.walk_page),
+                alloc: scale(k.alloc_page),
+                startup: k.perf_startup.ps(),
+                switch: k.switch.ps(),
+                pmbirq: k.pmbirq_latency.ps(),
+                map_fault: k.map_fault.ps(),
+            },
+            // perf's buffer is allocated and touched in the guest: mapped at stage 2 from the start.
+            mapped: vec![true; pages as usize],
+            rng: Some(stream(seed, "spe")),
+            stats: Stats { faults_per_page: vec![0; pages as usize], reclaims_per_page: vec![0; pages as usize], ..Stats::default() },
+            ..Spe::default()
+        }
+    }
+
+    fn start<P: Has<Self>>(m: &mut Machine<P>, s: &mut Scheduler<Ev>) {
+        let me = m.parts.get();
+        if !me.on {
+            return;
+        }
+        me.stats.started = s.now();
+        if me.guest && me.reclaim_rate > 0.0 {
+            let d = me.reclaim_gap();
+            s.after(d, P::ev(SpeEv::Reclaim, 0));
+        }
+        if me.policy == Some(Policy::KeepPinnedTimer) {
+            s.after(me.unpin_timer, P::ev(SpeEv::UnpinTimer, 0));
+        }
+        step(m, s);
+    }
+
+    fn handle<P: Has<Self>>(m: &mut Machine<P>, s: &mut Scheduler<Ev>, e: SpeEv, _arg: u32) {
+        if m.parts.get().op == Some(Op::Done) && e != SpeEv::Step {
+            return;
+        }
+        match e {
+            SpeEv::Step => step(m, s),
+            SpeEv::PageCross => page_cross(m, s),
+            SpeEv::Pmbirq => {
+                // KVM's handler maps the page: an exit on the vCPU's pCPU and the fault's handling.
+                let me = m.parts.get();
+                let cost = me.c.map_fault;
+                let v = me.vcpu;
+                let p = hv(m).vcpus[v as usize].processor;
+                hypervisor::hyp_work(m, s, p, cost, Some(P::ev(SpeEv::Mapped, 0)), Some(Exit::Sysreg));
+            }
+            SpeEv::Mapped => {
+                let now = s.now();
+                let me = m.parts.get();
+                let page = me.page_of(me.wp);
+                me.mapped[page] = true;
+                if let Some(t0) = me.blackout_since.take() {
+                    me.stats.lost += now - t0;
+                }
+                if me.enabled {
+                    me.schedule_write::<P>(s);
+                }
+            }
+            SpeEv::Reclaim => {
+                let me = m.parts.get();
+                if me.op != Some(Op::Done) {
+                    let k = me.rng.as_mut().expect("built").gen_range(0..me.pages) as usize;
+                    if me.pinned_pages == 0 && me.mapped[k] {
+                        me.mapped[k] = false;
+                        me.stats.reclaimed += 1;
+                        me.stats.reclaims_per_page[k] += 1;
+                    }
+                    let d = me.reclaim_gap();
+                    s.after(d, P::ev(SpeEv::Reclaim, 0));
+                }
+            }
+            SpeEv::UnpinTimer => {
+                let now = s.now();
+                let me = m.parts.get();
+                if me.op == Some(Op::Done) {
+                    return;
+                }
+                if me.pinned_pages > 0 && !me.enabled && now.saturating_sub(me.last_disable) >= me.unpin_age {
+                    // A host worker unpins: not on the vCPU, but one long stretch without a quiescent state.
+                    let t = me.pinned_pages * me.c.unpin;
+                    me.stats.timer_unpins += 1;
+                    me.stats.timer_unpins_in_use += me.enabled as u64;
+                    me.unpin_all(now, t);
+                }
+                s.after(me.unpin_timer, P::ev(SpeEv::UnpinTimer, 0));
+            }
+        }
+    }
+
+    fn report<P: Has<Self>>(m: &mut Machine<P>, r: &mut Report, now: Ps, _secs: f64) {
+        let me = m.parts.get();
+        if !me.on {
+            return;
+        }
+        let st = &me.stats;
+        let end = st.ended.unwrap_or(now);
+        let elapsed = (end - st.started) as f64 / 1e12;
+        let mb = |pages: f64| pages * PAGE as f64 / (1 << 20) as f64;
+        let ops = st.pin_ops + st.unpin_ops;
+        let buffer = if me.profiling { me.pages * (me.c.alloc + if me.guest { me.c.map_fault } else { 0 }) } else { 0 };
+        let fixed = me.c.startup + buffer;
+        let baseline = me.run + fixed + me.switches as u64 * (me.off + 2 * me.c.switch);
+        r.metric("spe.finished", st.ended.is_some() as u8 as f64);
+        r.metric("spe.elapsed_s", elapsed);
+        r.metric("spe.effective_mhz", me.run as f64 / 1e12 * me.ghz * 1e3 / elapsed.max(1e-12));
+        r.metric("spe.switches", me.switches as f64);
+        let added = (end - st.started).saturating_sub(baseline) as f64 / 1e6;
+        r.metric("spe.added_per_switch_us", if me.switches > 0 { added / me.switches as f64 } else { added });
+        r.metric("spe.buffer_mb", mb(me.pages as f64));
+        r.metric("spe.requested_mb", mb(me.requested as f64));
+        r.metric("spe.pin_ops", st.pin_ops as f64);
+        r.metric("spe.unpin_ops", st.unpin_ops as f64);
+        r.metric("spe.pin_op_mean_s", if ops > 0 { st.pin_time as f64 / ops as f64 / 1e12 } else { 0.0 });
+        // One pin with its walk and its unpin: what one enable-disable cycle costs KVM.
+        r.metric("spe.pin_unpin_cycle_s", if st.pin_ops > 0 { st.pin_time as f64 / st.pin_ops as f64 / 1e12 } else { 0.0 });
+        r.metric("spe.longest_stretch_s", st.longest as f64 / 1e12);
+        // RCU's stall warning fires after 21 s without a quiescent state (CONFIG_RCU_CPU_STALL_TIMEOUT).
+        r.metric("spe.rcu_stall_fraction", st.longest as f64 / 21e12);
+        r.metric("spe.blackouts", st.blackouts as f64);
+        r.metric("spe.lost_sampling_s", st.lost as f64 / 1e12);
+        r.metric("spe.records_lost_mb", st.lost as f64 / 1e12 * me.record_rate / (1 << 20) as f64);
+        r.metric("spe.unmapped_writes", st.unmapped_writes as f64);
+        let over = st.faults_per_page.iter().zip(&st.reclaims_per_page).filter(|(f, r)| f > r).count();
+        r.metric("spe.pages_faulting_more_than_unmapped", over as f64);
+        r.metric("spe.reclaimed_pages", st.reclaimed as f64);
+        r.metric("spe.timer_unpins", st.timer_unpins as f64);
+        r.metric("spe.timer_unpins_in_use", st.timer_unpins_in_use as f64);
+        r.metric("spe.pinned_peak_mb", mb(st.pinned.max()));
+        r.metric("spe.pinned_mean_mb", mb(st.pinned.mean(end)));
+        r.metric("spe.pinned_after_teardown_mb", mb(if st.ended.is_some() { me.pinned_pages as f64 } else { f64::NAN }));
+        r.metric("spe.pinned_at_teardown_mb", mb(st.pinned_at_teardown as f64));
+        if me.snapshot && me.record_rate > 0.0 {
+            r.metric("spe.snapshot_history_s", (me.pages * PAGE) as f64 / me.record_rate);
+        }
+    }
+}
+
+impl Spe {
+    fn reclaim_gap(&mut self) -> Ps {
+        (exp_sample(self.rng.as_mut().expect("built"), 1.0 / self.reclaim_rate) * 1e12) as Ps
+    }
+
+    fn page_of(&self, wp: u64) -> usize {
+        ((wp / PAGE) % self.pages) as usize
+    }
+
+    fn set_pinned(&mut self, now: Ps, pages: u64) {
+        self.pinned_pages = pages;
+        self.stats.pinned.set(now, pages as f64);
+    }
+
+    /// One pin/unpin/walk done in one go: its time, and the longest such stretch.
+    fn stretch(&mut self, t: Ps) {
+        self.stats.pin_time += t;
+        self.stats.longest = self.stats.longest.max(t);
+    }
+
+    fn unpin_all(&mut self, now: Ps, t: Ps) {
+        if self.pinned_pages > 0 {
+            self.stats.unpin_ops += 1;
+            self.stretch(t);
+            self.set_pinned(now, 0);
+        }
+    }
+
+    /// Pins the whole buffer (maps it at stage 2).
+    fn pin_all(&mut self, now: Ps) -> Ps {
+        let t = self.pages * self.c.pin;
+        self.stats.pin_ops += 1;
+        self.stretch(t);
+        self.mapped.iter_mut().for_each(|x| *x = true);
+        self.pinned_gen = self.gen;
+        self.set_pinned(now, self.pages);
+        t
+    }
+
+    /// KVM's work at a trapped enable, by policy.
+    fn on_enable(&mut self, now: Ps) -> Ps {
+        self.enables += 1;
+        if self.remap_every > 0 && self.enables > 1 && (self.enables - 1).is_multiple_of(self.remap_every) {
+            self.gen += 1;
+        }
+        let walk = self.pages * self.c.walk;
+        match self.policy.expect("built") {
+            Policy::NoPin => 0,
+            Policy::PinPerEnable | Policy::Cap => {
+                self.stretch(walk);
+                walk + self.pin_all(now)
+            }
+            Policy::KeepPinned | Policy::KeepPinnedTimer => {
+                self.stretch(walk);
+                if self.pinned_pages > 0 && self.pinned_gen == self.gen {
+                    return walk;
+                }
+                let mut t = walk;
+                if self.pinned_pages > 0 {
+                    let u = self.pinned_pages * self.c.unpin;
+                    self.unpin_all(now, u);
+                    t += u;
+                }
+                t + self.pin_all(now)
+            }
+        }
+    }
+
+    /// KVM's work at a trapped disable.
+    fn on_disable(&mut self, now: Ps) -> Ps {
+        self.last_disable = now;
+        match self.policy.expect("built") {
+            Policy::PinPerEnable | Policy::Cap => {
+                let t = self.pinned_pages * self.c.unpin;
+                self.unpin_all(now, t);
+                t
+            }
+            _ => 0,
+        }
+    }
+
+    fn schedule_write<P: Has<Spe>>(&mut self, s: &mut Scheduler<Ev>) {
+        if self.record_rate <= 0.0 || self.blackout_since.is_some() {
+            return;
+        }
+        let left = PAGE - self.wp % PAGE;
+        let d = (left as f64 / self.record_rate * 1e12).ceil() as Ps;
+        self.writing = Some(s.timer_after(d.max(1), P::ev(SpeEv::PageCross, 0)));
+    }
+
+    fn stop_writes(&mut self, s: &mut Scheduler<Ev>) {
+        if let Some(t) = self.writing.take() {
+            s.cancel(t);
+        }
+    }
+}
+
+/// The command's `k`-th step: startup, enable, then `switches + 1` stretches
+/// of its own run separated by context switches (per task: disable, switch,
+/// the other task, switch, enable; per CPU the buffer stays enabled), then
+/// disable and tear the VM down.
+fn op_at(me: &Spe, k: u64) -> Op {
+    use Op::*;
+    match k {
+        0 => return Startup,
+        1 => return Enable,
+        _ => {}
+    }
+    let per: u64 = if me.per_task { 6 } else { 4 };
+    let j = k - 2;
+    let body = me.switches as u64 * per + 1;
+    if j < body {
+        return match (me.per_task, j % per) {
+            (_, 0) => Run,
+            (true, 1) => Disable,
+            (true, 2) | (true, 4) | (false, 1) | (false, 3) => Switch,
+            (true, 3) | (false, 2) => Off,
+            _ => Enable,
+        };
+    }
+    match j - body {
+        0 => Disable,
+        1 => Teardown,
+        _ => Done,
+    }
+}
+
+/// CPU time of the command's CPU (a vCPU's guest work, or the host's), then the next step.
+fn cpu<P: Has<Spe>>(m: &mut Machine<P>, s: &mut Scheduler<Ev>, cost: Ps) {
+    let me = m.parts.get();
+    if me.guest {
+        let v = me.vcpu;
+        hypervisor::guest_work(m, s, v, GuestWork { cost, then: Some(P::ev(SpeEv::Step, 0)) });
+    } else {
+        s.after(cost, P::ev(SpeEv::Step, 0));
+    }
+}
+
+/// A write to PMBLIMITR_EL1: in a guest it traps, and KVM works `cost` with the vCPU stopped.
+fn trap<P: Has<Spe>>(m: &mut Machine<P>, s: &mut Scheduler<Ev>, cost: Ps) {
+    let me = m.parts.get();
+    if me.guest {
+        let v = me.vcpu;
+        let p = hv(m).vcpus[v as usize].processor;
+        hypervisor::hyp_work(m, s, p, cost, Some(P::ev(SpeEv::Step, 0)), Some(Exit::Sysreg));
+    } else {
+        s.after(0, P::ev(SpeEv::Step, 0));
+    }
+}
+
+fn step<P: Has<Spe>>(m: &mut Machine<P>, s: &mut Scheduler<Ev>) {
+    let now = s.now();
+    let me = m.parts.get();
+    let op = op_at(me, me.k);
+    me.k += 1;
+    me.op = Some(op);
+    match op {
+        Op::Startup => {
+            // perf allocates and zeroes its buffer; in a guest each first touch is a stage-2 fault.
+            let per_page = me.c.alloc + if me.guest { me.c.map_fault } else { 0 };
+            let t = me.c.startup + if me.profiling { me.pages * per_page } else { 0 };
+            cpu(m, s, t)
+        }
+        // perf stat: no buffer to enable or disable.
+        Op::Enable | Op::Disable if !me.profiling => s.after(0, P::ev(SpeEv::Step, 0)),
+        Op::Enable => {
+            me.enabled = true;
+            let t = if me.guest { me.on_enable(now) } else { 0 };
+            me.schedule_write::<P>(s);
+            trap(m, s, t)
+        }
+        Op::Disable => {
+            me.enabled = false;
+            me.stop_writes(s);
+            let t = if me.guest { me.on_disable(now) } else { 0 };
+            trap(m, s, t)
+        }
+        Op::Run => {
+            let t = me.seg;
+            cpu(m, s, t)
+        }
+        Op::Switch => {
+            let t = me.c.switch;
+            cpu(m, s, t)
+        }
+        Op::Off => {
+            let t = me.off;
+            cpu(m, s, t)
+        }
+        Op::Teardown => {
+            // The VM goes away: KVM releases whatever it still pins.
+            me.stats.pinned_at_teardown = me.pinned_pages;
+            me.set_pinned(now, 0);
+            me.stats.ended = Some(now);
+            me.op = Some(Op::Done);
+        }
+        Op::Done => {}
+    }
+}
+
+/// The write pointer enters the next page: a stage-2 fault if it is unmapped.
+fn page_cross<P: Has<Spe>>(m: &mut Machine<P>, s: &mut Scheduler<Ev>) {
+    let now = s.now();
+    let me = m.parts.get();
+    me.writing = None;
+    me.wp += PAGE - me.wp % PAGE;
+    let page = me.page_of(me.wp);
+    if me.guest && !me.mapped[page] {
+        me.stats.blackouts += 1;
+        me.stats.unmapped_writes += 1;
+        me.stats.faults_per_page[page] += 1;
+        me.blackout_since = Some(now);
+        let d = me.c.pmbirq;
+        s.after(d, P::ev(SpeEv::Pmbirq, 0));
+    } else {
+        me.schedule_write::<P>(s);
+    }
+}

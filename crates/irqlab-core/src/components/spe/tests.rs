@@ -1,0 +1,153 @@
+//! M2's acceptance: blackouts, pins and unpins under each policy.
+
+use crate::run::{run, RunOptions};
+use std::collections::BTreeMap;
+
+const BASE: &str = r#"
+name = "m2"
+duration = "30s"
+[platform]
+cpus = 1
+[hypervisor]
+exit = "400ns"
+entry = "400ns"
+[vcpu_sched]
+pcpus = 1
+vcpus = 1
+scheduler = "null"
+vwfi = "kvm"
+[spe]
+where = "guest"
+buffer = "16M"
+record_rate = "20M/s"
+reclaim_rate = "2000/s"
+policy = "pin-per-enable"
+[spe.task]
+run = "2s"
+switches = 50
+off = "20ms"
+[spe.costs]
+pin_page = "250ns"
+walk_page = "100ns"
+alloc_page = "500ns"
+switch = "5us"
+pmbirq_latency = "10us"
+map_fault = "1.5us"
+"#;
+
+fn m2(sets: &[&str]) -> BTreeMap<String, f64> {
+    let sets: Vec<String> = sets.iter().map(|s| s.to_string()).collect();
+    let sc = crate::load(BASE, "m2.toml", &sets).expect("valid scenario");
+    let out = run(&sc, RunOptions { audit: true, ..Default::default() });
+    let m = out.report.metrics;
+    assert_eq!(m["spe.finished"], 1.0, "the command ran to its end");
+    assert_eq!(m["spe.pinned_after_teardown_mb"], 0.0, "the torn-down VM holds no pinned memory");
+    assert_eq!(out.audit.time_reversals, 0);
+    m
+}
+
+#[test]
+fn pinning_policies_never_black_out_while_enabled() {
+    for policy in ["pin-per-enable", "keep-pinned", "keep-pinned-timer"] {
+        let p = format!("spe.policy={policy}");
+        let mut sets = vec![p.as_str()];
+        if policy == "keep-pinned-timer" {
+            sets.push("spe.unpin_timer=\"10ms\"");
+            sets.push("spe.unpin_age=\"5ms\"");
+        }
+        let m = m2(&sets);
+        assert_eq!(m["spe.blackouts"], 0.0, "{policy}");
+        assert!(m["spe.pin_ops"] >= 1.0);
+    }
+    // Without pinning the same run blacks out: the test can fail.
+    assert!(m2(&["spe.policy=no-pin"])["spe.blackouts"] > 0.0);
+}
+
+#[test]
+fn policy_1_unpins_at_every_disable() {
+    let m = m2(&["spe.policy=pin-per-enable"]);
+    assert_eq!(m["spe.pin_ops"], 51.0);
+    assert_eq!(m["spe.unpin_ops"], m["spe.pin_ops"]);
+    assert_eq!(m["spe.pinned_at_teardown_mb"], 0.0);
+}
+
+#[test]
+fn policy_2_pins_an_intersecting_buffer_once_and_keeps_it_pinned() {
+    let m = m2(&["spe.policy=keep-pinned"]);
+    assert_eq!(m["spe.pin_ops"], 1.0);
+    assert_eq!(m["spe.unpin_ops"], 0.0);
+    assert_eq!(m["spe.pinned_at_teardown_mb"], 16.0, "still pinned after the last disable");
+    // A buffer moved every 10 enables: one pin (and one unpin of the old one) per move.
+    let r = m2(&["spe.policy=keep-pinned", "spe.remap_every=10"]);
+    assert_eq!(r["spe.pin_ops"], 6.0);
+    assert_eq!(r["spe.unpin_ops"], 5.0);
+    // The stage-1 walk is still paid at every enable: slower than one pin alone.
+    assert!(r["spe.elapsed_s"] > m["spe.elapsed_s"]);
+}
+
+#[test]
+fn policy_3_timer_unpins_only_unused_memory() {
+    let sets = ["spe.policy=keep-pinned-timer", "spe.unpin_timer=\"10ms\"", "spe.unpin_age=\"5ms\""];
+    let m = m2(&sets);
+    assert!(m["spe.timer_unpins"] > 10.0, "{m:?}");
+    assert_eq!(m["spe.timer_unpins_in_use"], 0.0);
+    // With an age longer than any switch-out, the timer never unpins.
+    let k = m2(&["spe.policy=keep-pinned-timer", "spe.unpin_timer=\"10ms\"", "spe.unpin_age=\"1s\""]);
+    assert_eq!(k["spe.timer_unpins"], 0.0);
+    assert_eq!(k["spe.pin_ops"], 1.0);
+}
+
+#[test]
+fn without_pinning_each_unmapped_page_written_is_one_blackout() {
+    let m = m2(&["spe.policy=no-pin"]);
+    assert!(m["spe.blackouts"] > 10.0);
+    assert_eq!(m["spe.blackouts"], m["spe.unmapped_writes"]);
+    assert_eq!(m["spe.pages_faulting_more_than_unmapped"], 0.0);
+    assert!(m["spe.blackouts"] <= m["spe.reclaimed_pages"]);
+    assert!(m["spe.lost_sampling_s"] > 0.0 && m["spe.records_lost_mb"] > 0.0);
+    assert_eq!(m["spe.pin_ops"], 0.0);
+    assert_eq!(m["spe.pinned_peak_mb"], 0.0);
+}
+
+#[test]
+fn per_cpu_mode_enables_once_and_a_cap_shrinks_the_buffer() {
+    let m = m2(&["spe.mode=per-cpu"]);
+    assert_eq!(m["spe.pin_ops"], 1.0);
+    let c = m2(&["spe.policy=cap", "spe.cap=\"4M\""]);
+    assert_eq!(c["spe.buffer_mb"], 4.0);
+    assert!(c["spe.elapsed_s"] < m2(&[])["spe.elapsed_s"]);
+}
+
+#[test]
+fn the_host_pays_no_pinning() {
+    let h = m2(&["spe.where=host"]);
+    let g = m2(&[]);
+    assert_eq!(h["spe.pin_ops"], 0.0);
+    assert!(h["spe.elapsed_s"] < g["spe.elapsed_s"]);
+}
+
+#[test]
+fn bad_input_names_its_key() {
+    let bad = |sets: &[&str], key: &str| {
+        let sets: Vec<String> = sets.iter().map(|s| s.to_string()).collect();
+        let e = crate::load(BASE, "m2.toml", &sets).unwrap_err();
+        assert!(e.0.contains(key), "{e} should name {key}");
+    };
+    bad(&["spe.buffer=\"32G\""], "spe.buffer");
+    bad(&["spe.cap=\"4M\""], "spe.cap");
+    bad(&["spe.policy=cap"], "spe.cap");
+    bad(&["spe.policy=keep-pinned-timer"], "spe.unpin_timer");
+    bad(&["spe.vcpu=3"], "spe.vcpu");
+    bad(&["warmup=\"1s\""], "warmup");
+    bad(&["spe.buffer=\"12Q\""], "spe.buffer");
+}
+
+#[test]
+fn perf_stat_has_no_buffer_to_pin() {
+    let s = m2(&["spe.perf=stat"]);
+    let r = m2(&[]);
+    assert_eq!(s["spe.pin_ops"], 0.0);
+    assert_eq!(s["spe.blackouts"], 0.0);
+    assert_eq!(s["hyp.exits.sysreg_per_s"], 0.0);
+    assert!(s["spe.elapsed_s"] < r["spe.elapsed_s"]);
+}
