@@ -195,21 +195,24 @@ def test_bundled_figures_count_predictions_apart_from_fits(tmp_path) -> None:
     assert_ok(p)
     doc = json.loads((out / "figures.json").read_text())
     c = doc["counts"]
-    # 11 figures reproduce a value fitted on them (or copied from them), 5 are predictions.
-    assert (c["fits"], c["predictions"]) == (11, 5), c
-    assert c["fits_reproduced"] == 11
+    # 13 figures reproduce a value fitted on them (or copied from them), 8 are predictions.
+    assert (c["fits"], c["predictions"]) == (13, 8), c
+    assert c["fits_reproduced"] == 13
     # sched_yield under pseudo-NMI misses by about +5.7 % with the PMR accesses
     # counted from the kernel (docs/m1-masking-and-nmi.md); M3's p99.9 ratio shows
     # no effect of direct injection against the published 41 % (docs/m3-...); the others hold.
     missed = sorted(f["name"] for f in doc["figures"] if not f["within_tolerance"])
     assert missed == ["M3: p99.9 with direct LPIs, relative to without", "sched_yield pmr"], missed
     assert all(f["fitted"] for f in doc["figures"] if f["kind"] == "fit")
-    assert "3 of 5 predictions within tolerance; 11 of 11 fits reproduced" in p.stdout
+    assert "6 of 8 predictions within tolerance; 13 of 13 fits reproduced" in p.stdout
     page = (out / "index.html").read_text()
     assert "fit: fabric.msi_write, fabric.dma_write" in page
     # The studies (runs without a published figure) are in the report and the JSON.
     studies = {s["scenario"]: s for s in doc["studies"]}
-    assert {"m3-xen-fio", "m3-scheduling"} <= set(studies)
+    assert {"m3-xen-fio", "m3-scheduling", "m2-policies"} <= set(studies)
+    # M2's policy comparison is a plot: elapsed time against buffer size, a line per policy.
+    assert studies["m2-policies"]["plot"]["x"] == "spe.requested_mb"
+    assert 'alt="m2-policies: spe.elapsed_s against spe.requested_mb"' in page
     runs = {r["name"]: r["values"] for r in studies["m3-scheduling"]["runs"]}
     assert len(runs) == 20 and all(v["vblk.iops"] > 0 for v in runs.values())
     assert "<h2>Studies</h2>" in page and "4 vCPU/pCPU, adaptive" in page

@@ -118,11 +118,42 @@ def _kind(r: dict[str, Any]) -> str:
     return k
 
 
+def study_plot(st: dict[str, Any]) -> str:
+    """A study's `y` against `x`, one line per group of runs (its `[variants.plot]`)."""
+    pl = st["plot"]
+    fig = Figure(figsize=(6.4, 3.8))
+    ax = fig.add_subplot()
+    groups: dict[str, list[tuple[float, float]]] = {}
+    for r in st["runs"]:
+        x, y = r["values"][pl["x"]], r["values"][pl["y"]]
+        if x is not None and y is not None:
+            groups.setdefault(r.get("group") or r["name"], []).append((x, y))
+    # Single runs (a lone per-CPU or switch-rate point) are in the table; lines need two points.
+    for g, pts in groups.items():
+        if len(pts) < 2:
+            continue
+        pts.sort()
+        ax.plot([p[0] for p in pts], [p[1] for p in pts], marker="o", label=g)
+    if pl.get("log_x"):
+        ax.set_xscale("log")
+    if pl.get("log_y"):
+        ax.set_yscale("log")
+    ax.set_xlabel(pl["x"])
+    ax.set_ylabel(pl["y"])
+    ax.set_title(st["scenario"])
+    ax.grid(True, alpha=0.3)
+    ax.legend(fontsize=7)
+    return _img(fig, f"{st['scenario']}: {pl['y']} against {pl['x']}")
+
+
 def study_tables(studies: Sequence[dict[str, Any]]) -> list[str]:
-    """One table per study: its variants down, its metrics across."""
+    """One table per study: its variants down, its metrics across (and its plot, if it has one)."""
     out = []
     for st in studies:
-        out.append(f'<h3>{escape(st["scenario"])}</h3><table><tr><th class="l">variant</th>')
+        out.append(f"<h3>{escape(st['scenario'])}</h3>")
+        if st.get("plot"):
+            out.append(f'<div class="plots">{study_plot(st)}</div>')
+        out.append('<table><tr><th class="l">variant</th>')
         out.append("".join(f"<th>{escape(m)}</th>" for m in st["metrics"]) + '<th class="l">overrides</th></tr>')
         for r in st["runs"]:
             cells = "".join(f"<td>{_fmt(r['values'][m])}</td>" for m in st["metrics"])

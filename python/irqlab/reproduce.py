@@ -193,7 +193,8 @@ def studies(runs: Sequence[FigureRun]) -> list[dict[str, Any]]:
             continue
         assert r.result is not None
         metrics = r.scenario["variants"]["metrics"]
-        study = out.setdefault(r.stem, {"scenario": r.stem, "metrics": metrics, "runs": []})
+        plot = r.scenario["variants"].get("plot")
+        study = out.setdefault(r.stem, {"scenario": r.stem, "metrics": metrics, "plot": plot, "runs": []})
         values = {}
         for m in metrics:
             v = lookup(r.result, m)
@@ -201,7 +202,8 @@ def studies(runs: Sequence[FigureRun]) -> list[dict[str, Any]]:
                 known = ", ".join(known_values(r.result)) or "(none)"
                 raise UserError(f"{r.origin}: variants.metrics: `{m}` is not produced by this scenario; known: {known}")
             values[m] = _finite(v)
-        study["runs"].append({"name": r.variant, "overrides": r.overrides, "values": values})
+        group = next((v.get("group") for v in r.scenario["variants"]["run"] if v["name"] == r.variant), None)
+        study["runs"].append({"name": r.variant, "group": group, "overrides": r.overrides, "values": values})
     return list(out.values())
 
 
