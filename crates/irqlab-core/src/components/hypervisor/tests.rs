@@ -123,4 +123,13 @@ fn bad_placements_name_their_key() {
     bad(&["vblk.cpus=[0,8]"], "vblk.cpus[1]");
     bad(&["vblk.numjobs=9"], "vblk.numjobs");
     bad(&["vcpu_sched.vwfi=sometimes"], "vcpu_sched.vwfi");
+    // The core's tasks and sources may not run on the hypervisor's pCPUs.
+    let with = |extra: &str, key: &str| {
+        let text = format!("{BASE}{extra}").replace("cpus = 8\n[cpu]", "cpus = 10\n[cpu]");
+        let e = crate::load(&text, "m3.toml", &[]).unwrap_err();
+        assert!(e.0.contains(key) && e.0.contains("hypervisor's pCPUs"), "{e}");
+        crate::load(&text.replace("cpus = [3]", "cpus = [9]"), "m3.toml", &[]).expect("CPUs beyond the hypervisor's are the host's");
+    };
+    with("[[task]]\nname = \"t\"\ncpus = [3]\nwork = \"1us\"\n", "task[0].cpus[0]");
+    with("[[source]]\nname = \"s\"\nrate = 1000\ncpus = [3]\nhandler = \"1us\"\n", "source[0].cpus[0]");
 }
