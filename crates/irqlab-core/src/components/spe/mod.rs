@@ -281,8 +281,7 @@ impl Component for Spe {
         let elapsed = (end - st.started) as f64 / 1e12;
         let mb = |pages: f64| pages * PAGE as f64 / (1 << 20) as f64;
         let ops = st.pin_ops + st.unpin_ops;
-        let buffer = if me.profiling { me.pages * (me.c.alloc + if me.guest { me.c.map_fault } else { 0 }) } else { 0 };
-        let fixed = me.c.startup + buffer;
+        let fixed = me.startup_cost();
         let baseline = me.run + fixed + me.switches as u64 * (me.off + 2 * me.c.switch);
         r.metric("spe.finished", st.ended.is_some() as u8 as f64);
         r.metric("spe.elapsed_s", elapsed);
@@ -320,6 +319,13 @@ impl Component for Spe {
 }
 
 impl Spe {
+    /// perf's start, and its buffer: allocated and zeroed, and in a guest each
+    /// first touch a stage-2 fault (`perf stat` has no buffer).
+    fn startup_cost(&self) -> Ps {
+        let per_page = self.c.alloc + if self.guest { self.c.map_fault } else { 0 };
+        self.c.startup + if self.profiling { self.pages * per_page } else { 0 }
+    }
+
     fn reclaim_gap(&mut self) -> Ps {
         (exp_sample(self.rng.as_mut().expect("built"), 1.0 / self.reclaim_rate) * 1e12) as Ps
     }
@@ -477,9 +483,7 @@ fn step<P: Has<Spe>>(m: &mut Machine<P>, s: &mut Scheduler<Ev>) {
     me.op = Some(op);
     match op {
         Op::Startup => {
-            // perf allocates and zeroes its buffer; in a guest each first touch is a stage-2 fault.
-            let per_page = me.c.alloc + if me.guest { me.c.map_fault } else { 0 };
-            let t = me.c.startup + if me.profiling { me.pages * per_page } else { 0 };
+            let t = me.startup_cost();
             cpu(m, s, t)
         }
         // perf stat: no buffer to enable or disable.
