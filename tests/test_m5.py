@@ -66,7 +66,7 @@ NVME_FIG, NIC_FIG = "m5-nvme-8ssd.toml", "m5-nic-100g.toml"
 @pytest.mark.parametrize(
     "fig,sets,needles",
     [
-        (NVME_FIG, ["nvme.0.moderation.kind=polling"], ["nvme[0].moderation.kind", "static"]),
+        (NVME_FIG, ["nvme.0.moderation.kind=dim"], ["nvme[0].moderation.kind", "polling"]),
         (NVME_FIG, ["nvme.0.moderation.kind=static"], ["nvme[0].moderation", "usecs or frames"]),
         (NVME_FIG, ["nvme.0.queues=200"], ["nvme[0].queues", "1 to 128"]),
         (NVME_FIG, ["nvme.0.cpus=[99]"], ["nvme[0].cpus[0]", "does not exist"]),

@@ -259,10 +259,10 @@ fn same_seed_same_bytes_other_seed_other_results() {
 struct Devices {
     cpus: u32,
     sockets: u32,
-    dma: Option<(u32, u32)>,                       // (dma_write ns, msi_write ns); None: no DMA path
-    nvme: Option<(u32, u32, u32, u32, u32, bool)>, // (disks, queues, jobs, iodepth, moderation 0..2, exponential)
-    nic: Option<(u32, u32, u32, bool, u32, u32)>,  // (queues, gbps, moderation 0..4, in a VM, ring, per-packet ns)
-    gsim: (u32, u32),                              // (delay us, 0 = off; target k/s)
+    dma: Option<(u32, u32)>,                           // (dma_write ns, msi_write ns); None: no DMA path
+    nvme: Option<(u32, u32, u32, u32, u32, u32, u32)>, // (disks, queues, jobs, iodepth, moderation 0..3, service cv 0..2, submit 0..2)
+    nic: Option<(u32, u32, u32, bool, u32, u32)>,      // (queues, gbps, moderation 0..4, in a VM, ring, per-packet ns)
+    gsim: (u32, u32),                                  // (delay us, 0 = off; target k/s)
 }
 
 fn devices() -> impl Strategy<Value = Devices> {
@@ -270,7 +270,7 @@ fn devices() -> impl Strategy<Value = Devices> {
         2u32..6,
         1u32..3,
         proptest::option::of((1u32..200, 0u32..600)),
-        proptest::option::of((1u32..3, 1u32..4, 1u32..4, 1u32..9, 0u32..3, any::<bool>())),
+        proptest::option::of((1u32..3, 1u32..4, 1u32..4, 1u32..9, 0u32..4, 0u32..3, 0u32..3)),
         proptest::option::of((1u32..4, 1u32..25, 0u32..4, any::<bool>(), 4u32..256, 50u32..2000)),
         (0u32..150, 0u32..500),
     )
@@ -295,12 +295,14 @@ fn device_scenario(d: &Devices) -> String {
     if vm {
         t += &format!("[[vm]]\nname = \"g\"\nvcpus = 1\npcpus = [{}]\n", d.cpus - 1);
     }
-    if let Some((disks, queues, jobs, iodepth, moderation, exponential)) = d.nvme {
+    if let Some((disks, queues, jobs, iodepth, moderation, cv, submit)) = d.nvme {
         let m =
-            ["kind = \"none\"", "kind = \"static\"\nusecs = \"20us\"\nframes = 4", "kind = \"static\"\nframes = 2"][moderation as usize];
+            ["kind = \"none\"", "kind = \"static\"\nusecs = \"20us\"\nframes = 4", "kind = \"static\"\nframes = 2", "kind = \"polling\""]
+                [moderation as usize];
+        let (cv, submit) = (["0", "0.5", "1"][cv as usize], [0, 300, 2000][submit as usize]);
         t += &format!(
             "[[nvme]]\nname = \"ssd\"\ncount = {disks}\nqueues = {queues}\ncpus = [{}]\nsocket = {}\niops = \"500k\"\n\
-             channels = 8\nexponential = {exponential}\nhandler = \"500ns\"\nper_cqe = \"200ns\"\n\
+             channels = 8\nservice_cv = {cv}\nsubmit = \"{submit}ns\"\nhandler = \"500ns\"\nper_cqe = \"200ns\"\n\
              [nvme.fio]\njobs = {jobs}\niodepth = {iodepth}\n[nvme.moderation]\n{m}\n",
             host.join(", "),
             d.sockets - 1

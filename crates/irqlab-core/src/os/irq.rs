@@ -95,7 +95,7 @@ impl<P: Parts> Machine<P> {
         self.push_irq(s, c, i, Level::Guest, origin, flow);
     }
 
-    fn note_delivery(&mut self, flow: u64, events: u32) {
+    pub(crate) fn note_delivery(&mut self, flow: u64, events: u32) {
         self.audit.events_delivered += events as u64;
         if let Some(set) = &mut self.audit.delivered {
             if !set.insert(flow) {

@@ -4,9 +4,11 @@
 //! `arrive`) masks it at the device and marks it pending (`IRQS_PENDING`);
 //! enabling re-sends a pending one (`check_irq_resend`) and unmasks it.
 
+use crate::engine::time::Ps;
 use crate::engine::Scheduler;
+use crate::platform::cpu::Level;
 use crate::platform::machine::{Ev, Machine};
-use crate::platform::parts::Parts;
+use crate::platform::parts::{Parts, NO_OWNER};
 
 impl<P: Parts> Machine<P> {
     /// `disable_irq_nosync()`, lazily; returns whether it was enabled.
@@ -26,6 +28,45 @@ impl<P: Parts> Machine<P> {
         }
         if self.srcs[i as usize].masked {
             self.unmask_msi(s, i);
+        }
+    }
+
+    /// Re-enables a disabled interrupt from a callback on CPU `c` that runs
+    /// its pending handler itself (`handle_irq_event_percpu`, as GSIM's timer
+    /// does) instead of re-sending it; unmasks the vector. Returns the handler's
+    /// length if it was pending: the caller runs it and calls its owner's
+    /// `handler_end` when it is through.
+    pub fn enable_and_run(&mut self, s: &mut Scheduler<Ev>, c: usize, i: u32) -> Option<Ps> {
+        let src = &mut self.srcs[i as usize];
+        src.disabled = false;
+        let ran = if std::mem::take(&mut src.sw_pending) {
+            src.handled += 1;
+            let (flow, events, owner, handler, raised) = (src.flow, std::mem::take(&mut src.events), src.owner, src.handler, src.raised);
+            self.note_delivery(flow, events);
+            // The interrupt is handled now: it counts, with its latency, as one taken through the flow.
+            self.n.run_from_timer += 1;
+            self.n.host_irqs += 1;
+            self.n.irq_latency.record(s.now() - raised);
+            self.cpus[c].irqs += 1;
+            Some(if owner == NO_OWNER { handler } else { P::handler_start(self, s, c, i, owner) })
+        } else {
+            None
+        };
+        if self.srcs[i as usize].masked {
+            self.unmask_msi(s, i);
+        }
+        ran
+    }
+
+    /// The handler `enable_and_run` started is through: its owner's
+    /// `handler_end`, then what its `irq_exit` would raise (softirq work, NAPI),
+    /// which runs on the exit of the interrupt whose callback ran it.
+    pub fn end_run(&mut self, s: &mut Scheduler<Ev>, c: usize, i: u32) {
+        P::handler_end(self, s, c, i, Level::Host);
+        self.cpus[c].softirq_work[0] += self.srcs[i as usize].softirq;
+        let owner = self.srcs[i as usize].owner;
+        if owner != NO_OWNER {
+            P::irq_exit(self, c, i, Level::Host, owner);
         }
     }
 }

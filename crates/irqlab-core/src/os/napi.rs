@@ -68,7 +68,13 @@ impl<P: Parts> Machine<P> {
         if P::napi_done(self, s, n.owner, n.arg) {
             self.napi_enqueue(c, q);
         }
-        if self.softirq_can_run(c, level) {
+        // Over a waiting job thread, `__do_softirq` hands the rest to ksoftirqd,
+        // which shares the CPU with the thread (`idle_work`): a flood of packets
+        // does not starve process context (receive livelock).
+        let below = self.cpus[c].top().work;
+        let defer =
+            level == Level::Host && (matches!(below, Work::Thread { .. }) || (!self.cpus[c].threads.is_empty() && self.idle_host(c)));
+        if !defer && self.softirq_can_run(c, level) {
             self.run_softirqs(s, c, level);
         }
     }

@@ -80,6 +80,13 @@ pub enum Work {
         src: u32,
         phase: HypPhase,
     },
+    /// A component's thread in the kernel, in process context (fio's job in
+    /// `io_submit`/`io_uring_enter`: `blk_mq_submit_bio` down to the SQ
+    /// doorbell). It runs when the CPU would idle, and interrupts nest over it.
+    Thread {
+        owner: u8,
+        arg: u32,
+    },
 }
 
 #[derive(Clone, Copy, Debug)]
@@ -119,7 +126,7 @@ impl Frame {
         match self.work {
             Work::Idle => Class::Idle,
             Work::Task { phase: TaskPhase::User, .. } => Class::User,
-            Work::Task { .. } | Work::Switch { .. } => Class::Kernel,
+            Work::Task { .. } | Work::Switch { .. } | Work::Thread { .. } => Class::Kernel,
             Work::Irq { .. } => Class::Hardirq,
             Work::Softirq | Work::Napi { .. } => Class::Softirq,
             Work::Hyp { .. } => Class::Hyp,
@@ -142,6 +149,10 @@ pub struct Cpu {
     pub softirq_work: [Ps; 2],
     /// NAPI contexts scheduled and not yet polled, per level.
     pub napi_list: [VecDeque<u32>; 2],
+    /// Components' thread work waiting for the CPU (`Machine::thread_work`): owner, arg, length.
+    pub threads: VecDeque<(u8, u32, Ps)>,
+    /// A thread's work ran last (ksoftirqd's turn next, if it has work).
+    pub thread_ran: bool,
     pub rq: VecDeque<u32>,
     pub current: Option<u32>,
     pub slice_start: Ps,
@@ -164,6 +175,8 @@ impl Cpu {
             vcpu: None,
             softirq_work: [0; 2],
             napi_list: Default::default(),
+            threads: VecDeque::new(),
+            thread_ran: false,
             rq: VecDeque::new(),
             current: None,
             slice_start: 0,

@@ -38,6 +38,9 @@ impl<P: Parts> Machine<P> {
                 }
                 continue;
             }
+            if self.cpus[c].top().work == Work::Idle && self.idle_work(s, c) {
+                continue;
+            }
             let left = self.cpus[c].top().left;
             if left == 0 {
                 self.phase_done(s, c);
@@ -133,6 +136,7 @@ impl<P: Parts> Machine<P> {
             }
             Work::Napi { q } => self.napi_done(s, c, q, f.level),
             Work::Hyp { src, phase } => self.hyp_phase_done(s, c, src, phase, f),
+            Work::Thread { owner, arg } => self.thread_done(s, c, owner, arg),
             Work::Idle => unreachable!("idle never ends"),
         }
     }
@@ -178,6 +182,7 @@ impl<P: Parts> Machine<P> {
             },
             Work::Softirq => ("softirq", "softirq".into(), None),
             Work::Napi { q } => ("softirq", format!("napi poll rx{q}"), None),
+            Work::Thread { .. } => ("thread", "submit/reap".into(), None),
             Work::Hyp { phase, .. } => (
                 "hypervisor",
                 match phase {

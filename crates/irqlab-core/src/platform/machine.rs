@@ -56,6 +56,7 @@ pub trait Parts: Default + Sized {
     fn dma_landed(m: &mut Machine<Self>, s: &mut Scheduler<Ev>, owner: u8, arg: u32);
     fn napi_poll(m: &mut Machine<Self>, owner: u8, arg: u32) -> Ps;
     fn napi_done(m: &mut Machine<Self>, s: &mut Scheduler<Ev>, owner: u8, arg: u32) -> bool;
+    fn thread_done(m: &mut Machine<Self>, s: &mut Scheduler<Ev>, c: usize, owner: u8, arg: u32);
     fn sample(m: &mut Machine<Self>, now: Ps);
     fn reset(m: &mut Machine<Self>, now: Ps);
     fn report(m: &mut Machine<Self>, r: &mut Report, now: Ps, secs: f64);
@@ -98,6 +99,8 @@ pub struct Counters {
     /// Interrupts that came while GSIM had the source disabled (masked + pending).
     pub masked_while_disabled: u64,
     pub resends: u64,
+    /// Pending interrupts whose handler a callback ran itself (`Machine::enable_and_run`).
+    pub run_from_timer: u64,
     /// Device messages merged into one already held in the PBA while the vector was masked.
     pub pba_merged: u64,
     pub irq_latency: Latency,

@@ -110,6 +110,9 @@ pub trait Component: Default + Sized {
         false
     }
 
+    /// Thread work the component queued (`Machine::thread_work`) ran to its end on CPU `c`.
+    fn thread_done<P: Has<Self>>(_m: &mut Machine<P>, _s: &mut Scheduler<Ev>, _c: usize, _arg: u32) {}
+
     /// A sample of the time series at `now` (each one covers `m.interval`).
     fn sample<P: Has<Self>>(_m: &mut Machine<P>, _now: Ps) {}
 
@@ -221,6 +224,11 @@ macro_rules! parts {
                     return <$ty as $crate::platform::parts::Component>::napi_done(m, s, arg);
                 } )+
                 false
+            }
+            fn thread_done(m: &mut $crate::platform::machine::Machine<Self>, s: &mut $crate::engine::Scheduler<$crate::platform::machine::Ev>, c: usize, owner: u8, arg: u32) {
+                $( if owner == <Self as $crate::platform::parts::Has<$ty>>::ID {
+                    return <$ty as $crate::platform::parts::Component>::thread_done(m, s, c, arg);
+                } )+
             }
             fn sample(m: &mut $crate::platform::machine::Machine<Self>, now: $crate::engine::Ps) {
                 $( <$ty as $crate::platform::parts::Component>::sample(m, now); )+

@@ -186,7 +186,7 @@ duration = "1ms"
 name = "ssd"
 cpus = [0]
 iops = "1M"
-fio = { jobs = 65536, iodepth = 32768 }
+fio = { jobs = 4096, iodepth = 65535 }
 "#);
         assert_eq!(check(&fio, false, MAX_EVENTS, 8e9).unwrap_err().0, "nvme.0.fio");
     }

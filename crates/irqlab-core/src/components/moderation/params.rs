@@ -18,6 +18,9 @@ fn d_scale() -> u32 {
 fn d_min_sleep() -> Time {
     Time(10 * crate::engine::time::PS_PER_US)
 }
+fn d_hrtimer() -> Time {
+    Time(500 * crate::engine::time::PS_PER_NS)
+}
 fn d_every() -> u32 {
     16
 }
@@ -51,6 +54,11 @@ pub struct Gsim {
     /// The hook reads the clock every this many interrupts.
     #[serde(default = "d_every")]
     pub clock_every: u32,
+    /// The moderation timer's own handler cost on its CPU (`hrtimer_interrupt`,
+    /// the callback's loop, reprogramming the clock event), besides IRQ entry/exit
+    /// and the pending handlers the callback runs.
+    #[serde(default = "d_hrtimer")]
+    pub hrtimer: Time,
     /// Run-time changes (procfs writes); each resets `mod_ns` to `delay_ns`.
     #[serde(default)]
     pub change: Vec<GsimChange>,

@@ -34,7 +34,7 @@ queues = 4
 cpus = [0, 1, 2, 3]
 iops = "1M"
 channels = 64
-exponential = true
+service_cv = 1
 handler = "500ns"
 per_cqe = "300ns"
 [nvme.fio]
@@ -191,12 +191,12 @@ handler = "1us"
     // delay 2 us, fixed: sleep_ns reaches 10 us on the 5th interrupt, then a timer.
     let two = go(base, &["gsim.delay_us=2"]);
     let m = &two.report.metrics;
-    let per_timer = m["interrupts_per_s"] / m["gsim.timers_per_s"];
+    let per_timer = m["source.dev.interrupts_per_s"] / m["gsim.timers_per_s"];
     assert!((per_timer - 5.0).abs() < 0.2, "{per_timer} interrupts per timer");
     // delay 10 us: every interrupt not already held starts one.
     let ten = go(base, &["gsim.delay_us=10"]);
     let m = &ten.report.metrics;
-    let per_timer = m["interrupts_per_s"] / m["gsim.timers_per_s"];
+    let per_timer = m["source.dev.interrupts_per_s"] / m["gsim.timers_per_s"];
     assert!((per_timer - 1.0).abs() < 0.05, "{per_timer} interrupts per timer");
 }
 
@@ -216,4 +216,49 @@ fn sockets_have_their_own_fabric() {
     assert_eq!(two.audit.ios_found, two.audit.ios_owned);
     let bad = crate::scenario::load(NVME, "x", &["nvme.0.socket=1".to_string()]).unwrap_err();
     assert!(bad.0.contains("nvme[0].socket"), "{}", bad.0);
+}
+
+/// GSIM's timer is an interrupt on its CPU: it costs hardirq time there, shows
+/// in the trace, and its callback runs the handlers of the sources it held
+/// (none of them is re-sent through the interrupt controller).
+#[test]
+fn gsim_timers_cost_cpu_time_and_run_the_held_handlers() {
+    let cheap = go(NVME, &["gsim.delay_us=200", "gsim.hrtimer=0ns"]);
+    let dear = go(NVME, &["gsim.delay_us=200", "gsim.hrtimer=5us"]);
+    let (c, d) = (&cheap.report.metrics, &dear.report.metrics);
+    assert!(d["gsim.timers_per_s"] > 1000.0);
+    // One timer interrupt per timer started, give or take the ones pending at the window's edges.
+    let per_timer = d["source.gsim.interrupts_per_s"] / d["gsim.timers_per_s"];
+    assert!((per_timer - 1.0).abs() < 0.05, "{per_timer} timer interrupts per timer");
+    // 5 us more per timer is (5 us x timers/s) of hardirq time, spread over the 4 CPUs.
+    let extra = (d["hardirq_share"] - c["hardirq_share"]) * 4.0;
+    let expected = 5e-6 * d["gsim.timers_per_s"];
+    assert!((extra / expected - 1.0).abs() < 0.3, "extra hardirq {extra} CPUs, expected about {expected}");
+    assert!(d["gsim.handled_in_timer"] > 0.0);
+    assert_eq!(d["gsim.resends"], 0.0, "the callback runs pending handlers, it does not re-send them");
+    let sc = load(NVME, "m5.toml", &["gsim.delay_us=200".to_string()]).expect("valid");
+    let traced = run(&sc, RunOptions { trace: true, ..Default::default() });
+    let bytes = traced.trace.expect("a trace");
+    let name = b"hrtimer_interrupt (gsim)";
+    assert!(bytes.windows(name.len()).any(|w| w == name), "the timer's handler slice is in the trace");
+}
+
+/// The hardirq criterion: with a rate target GSIM never reaches, raising the
+/// CPU cost per completion until the hardirq share passes `hardirq_percent`
+/// makes GSIM moderate; below it, it does not.
+#[test]
+fn gsim_hardirq_criterion_engages_when_completions_cost_more_cpu() {
+    let adaptive = ["gsim.delay_us=100", "gsim.target_intr_rate=100000000", "gsim.hardirq_percent=70"];
+    let light = go(NVME, &adaptive);
+    assert!(light.report.metrics["hardirq_share"] < 0.7);
+    assert_eq!(light.report.metrics["gsim.mod_ns"], 0.0, "under 70 % hardirq and under the rate target: no delay");
+    let plain = go(NVME, &["nvme.0.per_cqe=3us"]);
+    assert!(plain.report.metrics["hardirq_share"] > 0.7, "without GSIM, 3 us per completion puts the CPUs over 70 % hardirq");
+    let mut sets = adaptive.to_vec();
+    sets.push("nvme.0.per_cqe=3us");
+    let heavy = go(NVME, &sets);
+    let m = &heavy.report.metrics;
+    assert!(m["gsim.mod_ns"] > 1000.0, "mod_ns {}", m["gsim.mod_ns"]);
+    assert!(m["gsim.timers_per_s"] > 0.0);
+    assert_eq!(heavy.audit.ios_found, heavy.audit.ios_owned);
 }

@@ -9,15 +9,26 @@
 //! handler (`nvme_irq`) reaps every entry it finds; each reaped I/O is
 //! resubmitted by its job (closed loop).
 //!
+//! With a `submit` cost the job's thread resubmits on the CPU that reaped the
+//! I/O, as thread work (`Machine::thread_work`): the CPU can saturate, and a
+//! CPU busy in hardirq delays submissions. A polled queue (`moderation.kind =
+//! "polling"`, `io_uring` IOPOLL on a poll queue) has no interrupt: the thread
+//! polls the CQ (`poll` per pass) and reaps in process context. An I/O's
+//! latency runs from its submission to its reaping by the kernel (the handler,
+//! or the poll pass), not to fio's own reaping in user space.
+//!
 //! I/Os are identical, so a disk keeps only their submission times. A channel
 //! takes a random queued command (dies serve out of order; FIFO service would
 //! keep every batch of resubmissions together, lap after lap), and the I/O a
 //! channel finishes is taken to be the oldest in service.
 
 pub mod params;
+#[cfg(test)]
+mod tests;
 
+use crate::components::moderation::params::ModerationKind;
 use crate::components::moderation::QueueMod;
-use crate::engine::rng::{exp_sample, stream, Rng};
+use crate::engine::rng::{exp1, stream, Rng};
 use crate::engine::stats::{Latency, Report};
 use crate::engine::time::{ps_to_s, s_to_ps, Ps};
 use crate::engine::Scheduler;
@@ -49,10 +60,14 @@ pub struct Nvme {
     last_completed: u64,
 }
 
+/// Thread work for a CQ is a resubmission batch, or (with this bit) a poll pass.
+const POLL: u32 = 1 << 31;
+
 pub struct Disk {
     pub group: u32,
+    /// Mean service time of a command, and the Erlang shape of its distribution (0: fixed).
     pub service: Ps,
-    pub exponential: bool,
+    pub erlang_k: u32,
     pub rng: Rng,
     pub channels: u32,
     pub busy: u32,
@@ -78,24 +93,35 @@ pub struct Cq {
     pub modq: QueueMod,
     /// Interrupt status: a message was sent and the host has not written the head doorbell since.
     pub is: bool,
+    /// The CPU whose job threads reap and resubmit (the vector's target).
+    pub cpu: u32,
+    pub polled: bool,
+    /// A poll pass is queued or running.
+    pub polling: bool,
+    /// Reaped I/Os whose resubmission (thread work) has not finished, batch by batch.
+    pub submitting: VecDeque<u32>,
 }
 
 pub struct NvmeGroup {
     pub name: String,
     pub handler: Ps,
     pub per_cqe: Ps,
+    pub poll: Ps,
+    pub submit: Ps,
     pub resubmit: Ps,
     pub completed: u64,
     pub latency: Latency,
 }
 
 impl Disk {
+    /// Fixed, or Erlang-k: the sum of k exponentials of mean `service / k`.
     fn service_time(&mut self) -> Ps {
-        if self.exponential {
-            s_to_ps(exp_sample(&mut self.rng, self.service as f64 * 1e-12))
-        } else {
-            self.service
+        if self.erlang_k == 0 {
+            return self.service;
         }
+        let mean = self.service as f64 * 1e-12 / self.erlang_k as f64;
+        let sum: f64 = (0..self.erlang_k).map(|_| exp1(&mut self.rng)).sum();
+        s_to_ps(sum * mean)
     }
 }
 
@@ -111,6 +137,8 @@ impl Component for Nvme {
                 name: n.name.clone(),
                 handler: n.handler.ps(),
                 per_cqe: n.per_cqe.ps(),
+                poll: n.poll.ps(),
+                submit: n.submit.ps(),
                 resubmit: n.fio.resubmit.ps(),
                 completed: 0,
                 latency: Latency::default(),
@@ -134,6 +162,10 @@ impl Component for Nvme {
                         backlog: VecDeque::new(),
                         modq: QueueMod::new(&n.moderation),
                         is: false,
+                        cpu,
+                        polled: n.moderation.kind == ModerationKind::Polling,
+                        polling: false,
+                        submitting: VecDeque::new(),
                     });
                 }
                 // The jobs' I/Os, spread over the disk's queues; each queue admits up to its depth.
@@ -142,13 +174,20 @@ impl Component for Nvme {
                 for j in 0..ios {
                     me.cqs[(first_cq as u64 + j % n.queues as u64) as usize].backlog.push_back(0);
                 }
-                let service = (n.channels as f64 / n.iops.0 * 1e12).round() as Ps;
+                let (channels, service) = match n.latency {
+                    Some(l) => ((n.iops.0 * l.ps() as f64 * 1e-12).round().max(1.0) as u32, l.ps()),
+                    None => {
+                        let ch = n.channels.unwrap_or(1);
+                        (ch, (ch as f64 / n.iops.0 * 1e12).round() as Ps)
+                    }
+                };
+                let cv = n.service_cv;
                 let mut disk = Disk {
                     group: g as u32,
                     service,
-                    exponential: n.exponential,
+                    erlang_k: if cv == 0.0 { 0 } else { (1.0 / (cv * cv)).round() as u32 },
                     rng: stream(seed, &format!("nvme/{}.{k}", n.name)),
-                    channels: n.channels,
+                    channels,
                     busy: 0,
                     sq: VecDeque::new(),
                     in_service: VecDeque::new(),
@@ -181,9 +220,11 @@ impl Component for Nvme {
     }
 
     /// `nvme_irq()`: reap every posted entry; returns the handler's length.
-    fn handler_start<P: Has<Self>>(m: &mut Machine<P>, s: &mut Scheduler<Ev>, _c: usize, i: u32) -> Ps {
+    fn handler_start<P: Has<Self>>(m: &mut Machine<P>, s: &mut Scheduler<Ev>, c: usize, i: u32) -> Ps {
         let q = m.srcs[i as usize].owner_arg;
-        reap(m, s, q)
+        let (n, per_cqe) = reap_entries(m, s, c, q);
+        let g = &m.parts.get_ref().groups[m.parts.get_ref().disks[m.parts.get_ref().cqs[q as usize].disk as usize].group as usize];
+        g.handler + n * per_cqe
     }
 
     /// The handler wrote the CQ head doorbell: entries that landed meanwhile signal anew.
@@ -211,8 +252,27 @@ impl Component for Nvme {
         let cq = &mut m.parts.get().cqs[q as usize];
         let t = cq.landing.pop_front().expect("a landed DMA per completion in flight");
         cq.posted.push_back(t);
+        if cq.polled {
+            poll_soon(m, s, q);
+            return;
+        }
         cq.modq.add(now, 1);
         cq_signal(m, s, q);
+    }
+
+    /// A poll pass found the CQ (reap what it holds), or a batch of resubmissions went in.
+    fn thread_done<P: Has<Self>>(m: &mut Machine<P>, s: &mut Scheduler<Ev>, c: usize, arg: u32) {
+        let q = arg & !POLL;
+        if arg & POLL != 0 {
+            m.parts.get().cqs[q as usize].polling = false;
+            let (n, _) = reap_entries(m, s, c, q);
+            // Entries that landed during the reap's thread work are found by the next pass.
+            if n == 0 && !m.parts.get_ref().cqs[q as usize].posted.is_empty() {
+                poll_soon(m, s, q);
+            }
+            return;
+        }
+        resubmit(m, s, q);
     }
 
     fn sample<P: Has<Self>>(m: &mut Machine<P>, now: Ps) {
@@ -248,7 +308,10 @@ impl Component for Nvme {
     fn audit<P: Has<Self>>(m: &mut Machine<P>) {
         let me = m.parts.get_ref();
         m.audit.ios_found = me.disks.iter().map(|d| (d.sq.len() + d.in_service.len()) as u64).sum::<u64>()
-            + me.cqs.iter().map(|q| (q.landing.len() + q.posted.len() + q.backlog.len()) as u64).sum::<u64>();
+            + me.cqs
+                .iter()
+                .map(|q| (q.landing.len() + q.posted.len() + q.backlog.len()) as u64 + q.submitting.iter().map(|&n| n as u64).sum::<u64>())
+                .sum::<u64>();
     }
 }
 
@@ -302,8 +365,23 @@ fn cq_timer<P: Has<Nvme>>(m: &mut Machine<P>, s: &mut Scheduler<Ev>, q: u32) {
     }
 }
 
-/// Reaps every posted entry of CQ `q`; returns the handler's length.
-fn reap<P: Has<Nvme>>(m: &mut Machine<P>, s: &mut Scheduler<Ev>, q: u32) -> Ps {
+/// A polled CQ has entries: queue a pass of the job's poll loop on its CPU.
+fn poll_soon<P: Has<Nvme>>(m: &mut Machine<P>, s: &mut Scheduler<Ev>, q: u32) {
+    let me = m.parts.get();
+    let cq = &mut me.cqs[q as usize];
+    if cq.polling {
+        return;
+    }
+    cq.polling = true;
+    let (cpu, g) = (cq.cpu, me.disks[cq.disk as usize].group);
+    let pass = me.groups[g as usize].poll;
+    m.thread_work(s, cpu as usize, P::ID, q | POLL, pass);
+}
+
+/// Reaps every posted entry of CQ `q` on CPU `c` (in `nvme_irq`, or a poll
+/// pass) and hands them to their jobs; returns how many, and the hardirq cost
+/// of each (0 when polled: the thread's resubmission work carries it).
+fn reap_entries<P: Has<Nvme>>(m: &mut Machine<P>, s: &mut Scheduler<Ev>, c: usize, q: u32) -> (u64, Ps) {
     let now = s.now();
     let me = m.parts.get();
     let cq = &mut me.cqs[q as usize];
@@ -311,14 +389,43 @@ fn reap<P: Has<Nvme>>(m: &mut Machine<P>, s: &mut Scheduler<Ev>, q: u32) -> Ps {
     let d = cq.disk;
     let g = me.disks[d as usize].group as usize;
     let grp = &mut me.groups[g];
-    let resubmit_at = now + grp.resubmit;
     for t in cq.posted.drain(..) {
         grp.latency.record(now - t);
         grp.completed += 1;
         cq.outstanding -= 1;
-        // The job resubmits at once; it counts from its new submission.
-        cq.backlog.push_back(resubmit_at);
     }
+    let (submit, per_cqe, polled) = (grp.submit, grp.per_cqe, cq.polled);
+    if n == 0 {
+        return (0, per_cqe);
+    }
+    // A polled reap is the thread's own work: it costs per_cqe there, with the submissions.
+    let thread = if polled { submit + per_cqe } else { submit };
+    if thread > 0 {
+        cq.submitting.push_back(n as u32);
+        m.thread_work(s, c, P::ID, q, n * thread);
+        return (n, per_cqe);
+    }
+    // Not CPU-modelled: each job resubmits after the fixed delay; it counts from then.
+    let at = now + grp.resubmit;
+    cq.backlog.extend(std::iter::repeat_n(at, n as usize));
+    admit(m, s, q);
+    (n, per_cqe)
+}
+
+/// The job threads' submissions of a reaped batch went in: the I/Os enter the SQ now.
+fn resubmit<P: Has<Nvme>>(m: &mut Machine<P>, s: &mut Scheduler<Ev>, q: u32) {
+    let now = s.now();
+    let cq = &mut m.parts.get().cqs[q as usize];
+    let n = cq.submitting.pop_front().expect("a batch per resubmission's thread work");
+    cq.backlog.extend(std::iter::repeat_n(now, n as usize));
+    admit(m, s, q);
+}
+
+/// The block layer admits held-back I/Os up to the queue's depth, and the disk starts them.
+fn admit<P: Has<Nvme>>(m: &mut Machine<P>, s: &mut Scheduler<Ev>, q: u32) {
+    let me = m.parts.get();
+    let cq = &mut me.cqs[q as usize];
+    let d = cq.disk;
     let mut admitted = 0;
     while cq.outstanding < cq.depth {
         let Some(t) = cq.backlog.pop_front() else { break };
@@ -326,9 +433,7 @@ fn reap<P: Has<Nvme>>(m: &mut Machine<P>, s: &mut Scheduler<Ev>, q: u32) -> Ps {
         me.disks[d as usize].sq.push_back((t, q));
         admitted += 1;
     }
-    let len = grp.handler + n * grp.per_cqe;
     if admitted > 0 {
         disk_kick(m, s, d);
     }
-    len
 }

@@ -16,7 +16,8 @@ pub struct Fio {
     pub jobs: u32,
     #[serde(default = "crate::scenario::units::one_u32")]
     pub iodepth: u32,
-    /// From reaping a completion to the resubmitted I/O reaching the submission queue (not CPU-modelled).
+    /// From reaping a completion to the resubmitted I/O reaching the submission
+    /// queue, when the disk's `submit` CPU cost is 0 (a delay, no CPU time).
     #[serde(default)]
     pub resubmit: Time,
 }
@@ -39,26 +40,49 @@ pub struct Nvme {
     /// The socket whose root complex (and interrupt fabric) the disks hang off.
     #[serde(default)]
     pub socket: u32,
-    /// Device ceiling per disk, I/Os per second.
+    /// Device ceiling per disk, I/Os per second (a datasheet's random-read IOPS).
     pub iops: Rate,
-    /// I/Os served in parallel per disk (each takes `channels / iops`).
-    #[serde(default = "crate::scenario::units::one_u32")]
-    pub channels: u32,
-    /// Exponentially distributed service times instead of fixed.
+    /// A command's mean service time inside the device when it is alone (a
+    /// datasheet's queue-depth-1 read latency, less the host's part). With it,
+    /// the disk serves `round(iops × latency)` commands in parallel; give it or
+    /// `channels`, not both.
     #[serde(default)]
-    pub exponential: bool,
+    pub latency: Option<Time>,
+    /// Commands served in parallel per disk (flash dies and planes); each takes
+    /// `channels / iops` on average. Default 1 (when `latency` is not given).
+    #[serde(default)]
+    pub channels: Option<u32>,
+    /// Coefficient of variation of a command's service time: 0 fixed, 1
+    /// exponential, in between an Erlang-k with k = round(1/cv²) (0.25 to 1).
+    #[serde(default)]
+    pub service_cv: f64,
     /// Hardirq cost per interrupt (`nvme_irq` entry, CQ doorbell).
     #[serde(default)]
     pub handler: Time,
-    /// Hardirq cost per completion entry reaped (`nvme_handle_cqe`, `blk_mq_complete_request`, waking the job).
+    /// A polled queue: one pass of the job's poll loop that finds entries
+    /// (`blk_hctx_poll` → `nvme_poll`, CQ doorbell), in the job's thread.
+    #[serde(default = "d_poll")]
+    pub poll: Time,
+    /// Hardirq cost per completion entry reaped (`nvme_handle_cqe`,
+    /// `blk_mq_complete_request`, waking the job); in the job's thread when polled.
     #[serde(default)]
     pub per_cqe: Time,
+    /// CPU time per I/O in the job's thread, on the CPU that reaped it: the
+    /// completion's return to user space and the next submission (`io_submit` /
+    /// `io_uring_enter` → `blk_mq_submit_bio` → `nvme_queue_rq` → SQ doorbell).
+    /// 0: not CPU-modelled (resubmitted after `fio.resubmit`).
+    #[serde(default)]
+    pub submit: Time,
     /// Queue depth of each CQ; at most this many I/Os per queue are outstanding.
     #[serde(default = "d_depth")]
     pub depth: u32,
     pub fio: Fio,
     #[serde(default)]
     pub moderation: Moderation,
+}
+
+fn d_poll() -> Time {
+    Time(100 * crate::engine::time::PS_PER_NS)
 }
 
 fn d_depth() -> u32 {
@@ -73,9 +97,14 @@ pub fn check(list: &[Nvme], ctx: &Ctx, names: &mut HashSet<String>) -> Check {
         if !names.insert(n.name.clone()) {
             return err(format!("{p}.name"), format!("\"{}\" is used twice", n.name));
         }
-        for (key, v, lo, hi) in
-            [("count", n.count, 1, 64), ("queues", n.queues, 1, 128), ("channels", n.channels, 1, 65536), ("depth", n.depth, 1, 65535)]
-        {
+        for (key, v, lo, hi) in [
+            ("count", n.count, 1, 64),
+            ("queues", n.queues, 1, 128),
+            ("channels", n.channels.unwrap_or(1), 1, 65536),
+            ("depth", n.depth, 1, 65535),
+            ("fio.jobs", n.fio.jobs, 1, 4096),
+            ("fio.iodepth", n.fio.iodepth, 1, 65535),
+        ] {
             if v < lo || v > hi {
                 return err(format!("{p}.{key}"), format!("{v}: expected {lo} to {hi}"));
             }
@@ -83,15 +112,31 @@ pub fn check(list: &[Nvme], ctx: &Ctx, names: &mut HashSet<String>) -> Check {
         if n.socket >= ctx.sockets {
             return err(format!("{p}.socket"), format!("{}: expected 0 to platform.sockets - 1 ({})", n.socket, ctx.sockets - 1));
         }
-        if n.fio.jobs == 0 || n.fio.iodepth == 0 {
-            return err(format!("{p}.fio"), "jobs and iodepth must be at least 1");
-        }
         if n.iops.0 <= 0.0 {
             return err(format!("{p}.iops"), "must be above 0");
         }
+        if let Some(l) = n.latency {
+            if n.channels.is_some() {
+                return err(
+                    format!("{p}.latency"),
+                    "give latency (the disk's parallelism follows from iops x latency) or channels, not both",
+                );
+            }
+            let ch = n.iops.0 * l.ps() as f64 * 1e-12;
+            if !(0.5..=65536.0).contains(&ch) {
+                return err(format!("{p}.latency"), format!("iops x latency = {ch:.3} commands in parallel: expected 1 to 65536"));
+            }
+        }
+        let cv = n.service_cv;
+        if !(cv == 0.0 || (0.25..=1.0).contains(&cv)) {
+            return err(format!("{p}.service_cv"), format!("{cv}: expected 0 (fixed), or 0.25 to 1 (1: exponential)"));
+        }
         targets(&p, &n.cpus, None, ctx)?;
-        if n.moderation.kind == ModerationKind::Polling || n.moderation.kind == ModerationKind::Dim {
-            return err(format!("{p}.moderation.kind"), "NVMe queues take \"none\" or \"static\" (aggregation time and threshold)");
+        if n.moderation.kind == ModerationKind::Dim {
+            return err(
+                format!("{p}.moderation.kind"),
+                "NVMe queues take \"none\", \"static\" (aggregation time and threshold) or \"polling\" (poll queues)",
+            );
         }
         n.moderation.check(&p)?;
     }
