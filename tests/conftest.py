@@ -3,6 +3,7 @@ would (a subprocess, so exit codes and stderr are the real ones)."""
 
 from __future__ import annotations
 
+import subprocess
 from pathlib import Path
 
 import pytest
@@ -40,3 +41,11 @@ def virt() -> Path:
 def cli():
     """`cli("run", path, "--json", out)` -> CompletedProcess (never raises on exit code)."""
     return run_cli
+
+
+@pytest.fixture(scope="session")
+def bundled_report(tmp_path_factory) -> tuple[subprocess.CompletedProcess[str], Path]:
+    """`irqlab reproduce` of every bundled figure, run once for the session: it
+    takes tens of seconds, and several tests read its report."""
+    out = tmp_path_factory.mktemp("bundled") / "report"
+    return run_cli("reproduce", "--out", out), out

@@ -60,7 +60,8 @@ def test_a_matching_figure_passes_with_a_full_report(figures, tmp_path, measured
     p = run_cli("reproduce", "--figures", figures, "--only", "good", "--out", out)
     assert_ok(p)
     doc = json.loads((out / "figures.json").read_text())
-    assert list(doc) == ["figures", "counts", "studies", "provenance"]
+    assert list(doc) == ["figures", "counts", "studies", "sensitivity", "provenance"]
+    assert doc["sensitivity"] == []  # only the M5 figures have a tornado plot
     assert doc["provenance"]["irqlab"] == irqlab.__version__ and doc["provenance"]["commit"]
     assert doc["counts"] == {"predictions": 1, "predictions_within_tolerance": 1, "fits": 0, "fits_reproduced": 0}
     [fig] = doc["figures"]
@@ -189,9 +190,8 @@ def test_a_relative_figure_is_checked_as_a_ratio(small, tmp_path, measured) -> N
     assert "1 of 1 predictions within tolerance; 0 of 0 fits reproduced" in p.stdout
 
 
-def test_bundled_figures_count_predictions_apart_from_fits(tmp_path) -> None:
-    out = tmp_path / "report"
-    p = run_cli("reproduce", "--out", out)
+def test_bundled_figures_count_predictions_apart_from_fits(bundled_report) -> None:
+    p, out = bundled_report
     assert_ok(p)
     doc = json.loads((out / "figures.json").read_text())
     c = doc["counts"]

@@ -17,6 +17,7 @@ from matplotlib.figure import Figure
 from matplotlib.ticker import EngFormatter, MaxNLocator
 
 from .reproduce import FigureRun, verdict
+from .sensitivity import tornado
 
 MAX_SERIES_PER_RUN = 12  # a page of 50 plots helps nobody; the JSON has the rest
 
@@ -163,11 +164,82 @@ def study_tables(studies: Sequence[dict[str, Any]]) -> list[str]:
     return out
 
 
+def _factor_label(f: float) -> str:
+    return f"x {f:g}"
+
+
+def tornado_plot(entry: dict[str, Any]) -> str:
+    """A figure's metric's relative change with each parameter scaled by each
+    factor: a row per parameter, the one that moves it most on top, a bar per
+    factor side by side (both may push the same way)."""
+    metric = entry["metric"]
+    params = tornado(entry, metric)
+    factors = entry["factors"]
+    fig = Figure(figsize=(6.4, 0.55 * len(params) + 1.3))
+    ax = fig.add_subplot()
+    ys = list(range(len(params)))[::-1]
+    height = 0.8 / max(1, len(factors))
+    colors = ["#1f77b4", "#d62728", "#2ca02c", "#ff7f0e", "#9467bd"]
+    for i, f in enumerate(factors):
+        offset = (i - (len(factors) - 1) / 2) * height
+        # A missing change (a zero base) is drawn as no bar; the table says n/a.
+        widths = [100 * (changes.get(f) or 0.0) for _, changes in params]
+        ax.barh([y - offset for y in ys], widths, height=height, color=colors[i % len(colors)], label=_factor_label(f))
+    ax.axvline(0, color="#888", linewidth=0.8)
+    ax.set_yticks(ys, [name for name, _ in params], fontsize=8)
+    ax.set_xlabel(f"change of {metric} against the file as is (%)")
+    ax.set_title(f"{entry['scenario']}: sensitivity of {metric}", fontsize=9)
+    ax.grid(True, axis="x", alpha=0.3)
+    ax.legend(fontsize=7, title="parameter scaled", title_fontsize=7)
+    return _img(fig, f"{entry['scenario']}: tornado of {metric}")
+
+
+def _pct(x: float | None) -> str:
+    return "n/a" if x is None else f"{x:+.1%}"
+
+
+def _amount(x: float | None) -> str:
+    # 5,328,733 IOPS reads at a glance where 5.32873e+06 does not.
+    if x is None:
+        return "n/a"
+    return f"{x:,.0f}" if abs(x) >= 1e4 else f"{x:#,.4g}"
+
+
+def sensitivity_section(entries: Sequence[dict[str, Any]]) -> list[str]:
+    """Per M5 figure: its tornado plot and the numbers behind it."""
+    out = [
+        "<h2>Sensitivity</h2>",
+        '<p class="note">How each M5 figure\'s headline metric moves when one parameter is scaled '
+        "(the others as in the file, no expectation's <code>set</code> applied): which inputs the "
+        "figure rests on.</p>",
+    ]
+    for e in entries:
+        if e["metric"] is None:
+            continue
+        metric = e["metric"]
+        base = e["base"]["metrics"][metric]
+        out.append(f"<h3>{escape(e['scenario'])}: {escape(metric)} = {_amount(base)} as is</h3>")
+        out.append(f'<div class="plots">{tornado_plot(e)}</div>')
+        heads = "".join(f"<th>{escape(_factor_label(f))}</th><th>change</th>" for f in e["factors"])
+        out.append(f'<table><tr><th class="l">parameter</th><th>as is</th>{heads}</tr>')
+        for name, _ in tornado(e, metric):
+            cells = ""
+            for f in e["factors"]:
+                r = next((r for r in e["runs"] if r["param"] == name and r["factor"] == f), None)
+                value, change = (None, None) if r is None else (r["metrics"][metric], r["change"][metric])
+                cells += f"<td>{_amount(value)}</td><td>{_pct(change)}</td>"
+            original = escape(str(e["base"]["values"][name]))
+            out.append(f'<tr><td class="l">{escape(name)}</td><td>{original}</td>{cells}</tr>')
+        out.append("</table>")
+    return out
+
+
 def render(
     rows: Sequence[dict[str, Any]],
     runs: Sequence[FigureRun],
     version: str,
     studies: Sequence[dict[str, Any]] = (),
+    sensitivity: Sequence[dict[str, Any]] = (),
 ) -> str:
     """The whole page as a string."""
     from .reproduce import summary
@@ -236,6 +308,8 @@ def render(
             "under each variant, with nothing to compare against.</p>"
         )
         out.extend(study_tables(studies))
+    if any(e["metric"] is not None for e in sensitivity):
+        out.extend(sensitivity_section(sensitivity))
     with_series = [(r, series_plots(r)) for r in runs if r.variant is None]
     with_series = [(r, imgs) for r, imgs in with_series if imgs]
     if with_series:

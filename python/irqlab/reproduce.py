@@ -7,12 +7,15 @@ import json
 import math
 from collections.abc import Callable, Sequence
 from concurrent.futures import ThreadPoolExecutor, as_completed
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from . import _core
 from ._util import UserError, one_line, read_scenario
+
+if TYPE_CHECKING:
+    from .sensitivity import Plan
 
 
 @dataclass
@@ -29,6 +32,8 @@ class FigureRun:
     result: dict[str, Any] | None = None
     # A `[[variants.run]]` of a study: its name (no expectations are read from it).
     variant: str | None = None
+    # None: the scenario's own seed (figures); `irqlab sensitivity --seed` gives one.
+    seed: int | None = None
 
     @property
     def label(self) -> str:
@@ -84,10 +89,12 @@ def prepare(files: list[Path]) -> list[FigureRun]:
 
 
 def execute(runs: list[FigureRun], workers: int, advance: Callable[[], None]) -> None:
+    """Run every run on a thread pool (the core releases the GIL), storing each
+    result on its run: completion order cannot change what a run holds."""
     stop = _core.StopFlag()
 
     def one(r: FigureRun) -> dict[str, Any]:
-        raw, _ = _core.run(r.text, r.origin, r.overrides, None, False, stop)
+        raw, _ = _core.run(r.text, r.origin, r.overrides, r.seed, False, stop)
         result: dict[str, Any] = json.loads(raw)
         return result
 
@@ -97,7 +104,9 @@ def execute(runs: list[FigureRun], workers: int, advance: Callable[[], None]) ->
             for f in as_completed(futs):
                 futs[f].result = f.result()
                 advance()
-        except KeyboardInterrupt:
+        except (KeyboardInterrupt, SystemExit):
+            # SystemExit: SIGTERM (cli.main). Without the flag and the cancel,
+            # leaving the pool would wait for every queued run to finish.
             stop.set()
             ex.shutdown(wait=True, cancel_futures=True)
             raise
@@ -233,3 +242,70 @@ def summary(rows: Sequence[dict[str, Any]]) -> str:
         f"{c['predictions_within_tolerance']} of {c['predictions']} predictions within tolerance; "
         f"{c['fits_reproduced']} of {c['fits']} fits reproduced"
     )
+
+
+#: The M5 figures' tornado plots: per figure, the parameters `reproduce` halves
+#: and doubles, one at a time. They are the fitted fabric costs and the assumed
+#: CPU costs on the interrupt path: the inputs a reader of the figure would ask
+#: "and if that were off by 2x?" about. Kept here rather than in the figure
+#: files because the scenario schema belongs to the Rust core.
+SENSITIVITY: dict[str, tuple[str, ...]] = {
+    "m5-nvme-8ssd": (
+        "fabric.msi_write",
+        "fabric.dma_write",
+        "fabric.latency",
+        "nvme.0.per_cqe",
+        "nvme.0.handler",
+        "cpu.irq_entry",
+    ),
+    "m5-nic-100g": ("fabric.msi_write", "fabric.dma_per_kib", "nic.0.per_packet", "nic.0.handler", "cpu.irq_entry"),
+}
+SENSITIVITY_FACTORS = (0.5, 2.0)
+
+
+def sensitivity_plans(runs: Sequence[FigureRun]) -> list[Plan]:
+    """A plan per M5 figure among `runs` (none for a figure `--only` left out),
+    around the run of the file as is: the figures' own when they have it, so
+    it is not run twice."""
+    from . import sensitivity as sens  # it imports this module
+
+    plans = []
+    for stem, params in SENSITIVITY.items():
+        mine = [r for r in runs if r.stem == stem]
+        if not mine:
+            continue
+        base = next((r for r in mine if not r.overrides and r.variant is None), None)
+        if base is None:
+            base = replace(mine[0], overrides=[], expects=[], result=None, variant=None)
+        try:
+            plans.append(sens.plan(base, params, SENSITIVITY_FACTORS))
+        except UserError as e:
+            raise UserError(f"{base.origin}: the sensitivity of {stem}: {e}") from None
+    return plans
+
+
+def sensitivity_runs(plans: Sequence[Plan], runs: Sequence[FigureRun]) -> list[FigureRun]:
+    """The runs the plans add to the figures' (a base too, where no figure runs it)."""
+    out: list[FigureRun] = []
+    for p in plans:
+        if not any(r is p.base for r in runs):
+            out.append(p.base)
+        out.extend(p.runs)
+    return out
+
+
+def sensitivities(plans: Sequence[Plan]) -> list[dict[str, Any]]:
+    """Per M5 figure: its headline metric (the first expectation's) at the
+    file as is and with each parameter scaled, and the relative changes."""
+    from . import sensitivity as sens
+
+    out = []
+    for p in plans:
+        assert p.base.result is not None
+        expects = p.base.scenario.get("expect", [])
+        wanted = [expects[0]["metric"]] if expects else sens.default_metrics(p.base.scenario, p.base.result)[:1]
+        metrics = sens.check_metrics(wanted, p.base.result, p.base.origin)
+        entry: dict[str, Any] = {"scenario": p.base.stem, "metric": metrics[0] if metrics else None}
+        entry["factors"] = list(SENSITIVITY_FACTORS)
+        out.append(entry | sens.summarise(p, metrics))
+    return out

@@ -41,13 +41,26 @@ def reproduce(
     # A missing bundled folder just means no figures yet; a folder the user named must exist.
     files = [] if figures is None and not figdir.is_dir() and not only else repro.figure_files(figdir, only)
     runs = repro.prepare(files)
-    with progress("reproducing figures", len(runs)) as advance:
-        repro.execute(runs, workers or os.cpu_count() or 1, advance)
+    plans = repro.sensitivity_plans(runs)
+    # One pool and one bar for figures and the M5 sensitivity runs: the bar
+    # counts every run, and sensitivity runs fill workers the figures leave idle.
+    extra = repro.sensitivity_runs(plans, runs)
+    with progress("reproducing figures", len(runs) + len(extra)) as advance:
+        repro.execute(runs + extra, workers or os.cpu_count() or 1, advance)
     rows = [row for r in runs for row in repro.check(r, runs)]
     studies = repro.studies(runs)
-    page = report.render(rows, runs, _core.__version__, studies)
+    sensitivity = repro.sensitivities(plans)
+    page = report.render(rows, runs, _core.__version__, studies, sensitivity)
     made_by = {"irqlab": _core.__version__, "commit": commit()}
-    doc = dump({"figures": rows, "counts": repro.counts(rows), "studies": studies, "provenance": made_by})
+    doc = dump(
+        {
+            "figures": rows,
+            "counts": repro.counts(rows),
+            "studies": studies,
+            "sensitivity": sensitivity,
+            "provenance": made_by,
+        }
+    )
     write_all([(out_dir / "figures.json", doc), (out_dir / "index.html", page)])
 
     if not rows and not studies:
@@ -62,6 +75,9 @@ def reproduce(
     if studies:
         n = sum(len(s["runs"]) for s in studies)
         out.print(f"{len(studies)} studies ({n} runs without expectations) in {out_dir / 'index.html'}")
+    if sensitivity:
+        names = ", ".join(s["scenario"] for s in sensitivity)
+        out.print(f"sensitivity of {names} ({len(extra)} runs): tornado plots in {out_dir / 'index.html'}")
     out.print(repro.summary(rows))
     if any(not r["within_tolerance"] and (strict or r["kind"] == "fit") for r in rows):
         raise typer.Exit(1)

@@ -1,0 +1,115 @@
+"""`irqlab sensitivity`: how a scenario's headline metrics move when one parameter at a time is scaled."""
+
+from __future__ import annotations
+
+import os
+from pathlib import Path
+from typing import Annotated, Any
+
+import typer
+from rich import box
+from rich.table import Table
+
+from .. import _core
+from .._util import check_overrides, progress, read_scenario
+from ..provenance import commit
+from . import JsonOpt, ScenarioArg, SeedOpt, SetOpt, app, check_seed, check_workers, user_errors
+from .render import fmt, out, to_stdout, write_json
+
+ParamOpt = Annotated[
+    list[str] | None,
+    typer.Option("--param", help="A numeric key to scale, e.g. fabric.msi_write or nvme.0.per_cqe (repeatable)."),
+]
+FactorOpt = Annotated[
+    list[str] | None,
+    typer.Option("--factor", help="Factors to scale each --param by, comma-separated (default: 0.5,2)."),
+]
+MetricOpt = Annotated[
+    list[str] | None,
+    typer.Option(
+        "--metric",
+        help="A result metric or HISTOGRAM.STAT to report (repeatable; default: the metrics the scenario's "
+        "expectations check, else device throughput, interrupts_per_s and hardirq_share).",
+    ),
+]
+
+
+@app.command()
+@user_errors
+def sensitivity(
+    scenario: ScenarioArg,
+    param: ParamOpt = None,
+    factor: FactorOpt = None,
+    metric: MetricOpt = None,
+    set_: SetOpt = None,
+    seed: SeedOpt = None,
+    workers: Annotated[int | None, typer.Option("--workers", help="Parallel runs (default: CPU count).")] = None,
+    json_out: JsonOpt = None,
+) -> None:
+    """Scale one parameter at a time and show how the headline metrics move.
+
+    The scenario runs once as given (with --set), then once per --param and
+    --factor with that parameter's value scaled; every run has the same seed."""
+    from .. import sensitivity as sens
+    from ..reproduce import FigureRun, execute
+
+    check_workers(workers)
+    params = sens.check_params(param)
+    factors = sens.parse_factors(factor)
+    sets = check_overrides(set_)
+    s = check_seed(seed)
+    text, origin = read_scenario(scenario)
+    scen = sens.load(text, origin, sets)
+    base = FigureRun(Path(origin).stem, origin, text, scen, sets, [], seed=s)
+    plan = sens.plan(base, params, factors)
+    n = 1 + len(plan.runs)
+    with progress(f"sensitivity ({n} runs)", n) as advance:
+        # The base alone first: a --metric it does not produce stops the command
+        # now, not after every other run.
+        execute([base], 1, advance)
+        assert base.result is not None
+        metrics = sens.check_metrics(metric, base.result, origin) if metric else sens.default_metrics(scen, base.result)
+        execute(plan.runs, workers or min(os.cpu_count() or 1, len(plan.runs)), advance)
+    doc = {
+        "scenario": scen.get("name"),
+        "origin": origin,
+        "seed": base.result["seed"],
+        "overrides": sets,
+        "factors": factors,
+        "metrics": metrics,
+        **sens.summarise(plan, metrics),
+        "provenance": {"irqlab": _core.__version__, "commit": commit()},
+    }
+    if json_out is not None:
+        write_json(json_out, doc)
+    if not to_stdout(json_out):
+        out.print(_table(doc, json_out))
+
+
+def _change(c: float | None) -> str:
+    return "n/a" if c is None else f"{c:+.2%}"
+
+
+def _table(doc: dict[str, Any], json_out: Path | None) -> Table:
+    """A block of rows per (parameter, factor), one row per metric; the base first."""
+    title = f"sensitivity of {doc['origin']} (seed {doc['seed']})" + (f" -> {json_out}" if json_out else "")
+    t = Table(
+        title=title, title_justify="left", box=box.SIMPLE_HEAD, show_edge=False, pad_edge=False, collapse_padding=True
+    )
+    for c in ("parameter", "factor", "set to", "metric", "value", "change"):
+        # Names wrap rather than lose their end (nvme.ssd.latency.p99 vs .p50) on 80 columns.
+        named = c in ("parameter", "metric")
+        t.add_column(c, justify="left" if named or c == "set to" else "right", overflow="fold" if named else "ellipsis")
+    metrics = doc["metrics"]
+    if not metrics:
+        t.add_row("(no metric: pass --metric NAME)", "", "", "", "", "")
+        return t
+    for i, m in enumerate(metrics):
+        t.add_row(
+            "as is" if i == 0 else "", "", "", m, fmt(doc["base"]["metrics"][m]), "", end_section=i == len(metrics) - 1
+        )
+    for r in doc["runs"]:
+        for i, m in enumerate(metrics):
+            head = (r["param"], f"{r['factor']:g}", str(r["value"])) if i == 0 else ("", "", "")
+            t.add_row(*head, m, fmt(r["metrics"][m]), _change(r["change"][m]), end_section=i == len(metrics) - 1)
+    return t

@@ -1,0 +1,269 @@
+"""One-at-a-time sensitivity: run a scenario as given (the base), then once per
+(parameter, factor) with that parameter scaled, and say how much each headline
+metric moves. Used by `irqlab sensitivity` and by `irqlab reproduce`'s tornado
+plots of the M5 figures.
+
+A scaled value is handed to the core as one more `--set KEY=VALUE`, so it is
+checked exactly like a value typed on the command line; nothing here knows the
+scenario schema beyond "a number, or a number with a unit"."""
+
+from __future__ import annotations
+
+import json
+import math
+import re
+from collections.abc import Sequence
+from dataclasses import dataclass, replace
+from decimal import Decimal
+from typing import Any
+
+from . import _core
+from ._util import UserError, one_line
+from .reproduce import FigureRun, known_values, lookup
+
+DEFAULT_FACTORS = (0.5, 2.0)
+
+# A number and a unit as scenarios write them: "325ns", "1.7375M", "1e6/s",
+# "46cycles", "256M", "0". The unit is kept as written; the core judges it.
+_QUANTITY = re.compile(r"\s*([0-9]*\.?[0-9]+(?:[eE][-+]?[0-9]+)?)\s*([A-Za-zµ/]*)\s*")
+
+# Per-CPU copies of the totals: dozens of names that would bury the useful ones
+# in a "known:" list.
+_PER_CPU = re.compile(r"cpu\d+\.")
+
+
+@dataclass
+class Variation:
+    """One scaled parameter: what the scenario had, what it gets, and the override saying so."""
+
+    param: str
+    factor: float
+    original: Any
+    value: Any
+
+    @property
+    def override(self) -> str:
+        return f"{self.param}={toml_literal(self.value)}"
+
+
+@dataclass
+class Plan:
+    """The base run and one run per variation, in the order they were asked for."""
+
+    base: FigureRun
+    variations: list[Variation]
+    runs: list[FigureRun]
+
+
+def parse_factors(specs: Sequence[str] | None) -> list[float]:
+    """`--factor 0.5,2` (or repeated): positive finite numbers, duplicates dropped."""
+    if not specs:
+        return list(DEFAULT_FACTORS)
+    out: list[float] = []
+    for spec in specs:
+        for raw in spec.split(","):
+            try:
+                f = float(raw)
+            except ValueError:
+                f = math.nan
+            if not (math.isfinite(f) and f > 0):
+                raise UserError(f"--factor {raw.strip()!r}: expected a positive finite number, like 0.5 or 2")
+            if f not in out:
+                out.append(f)
+    return out
+
+
+def check_params(params: Sequence[str] | None) -> list[str]:
+    """The --param keys, each once, in the order given."""
+    if not params:
+        raise UserError("sensitivity needs at least one --param KEY, e.g. --param fabric.msi_write")
+    for p in params:
+        keys = split_key(p)
+        if not keys:
+            raise UserError(f"--param {p!r}: expected a key path, e.g. fabric.msi_write or nvme.0.per_cqe")
+        if keys == ["seed"]:
+            # Scaling a seed changes the random draws, not a parameter: the change it shows is noise.
+            raise UserError("--param seed: the seed is not a parameter to scale; every run uses the same --seed")
+    return list(dict.fromkeys(p.strip() for p in params))
+
+
+def split_key(key: str) -> list[str]:
+    # The same reading as the core's overrides (`source[0].rate` = `source.0.rate`),
+    # so a key found here is the key the override will set.
+    return [k for k in key.strip().replace("[", ".").replace("]", "").split(".") if k]
+
+
+def load(text: str, origin: str, overrides: Sequence[str]) -> dict[str, Any]:
+    """The scenario as the core resolves it (overrides applied, defaults filled in)."""
+    try:
+        scen: dict[str, Any] = json.loads(_core.load(text, origin, list(overrides)))
+    except _core.ScenarioError as e:
+        raise UserError(one_line(str(e))) from None
+    return scen
+
+
+def current_value(scenario: dict[str, Any], key: str) -> Any:
+    """The value at a dotted key path of a resolved scenario, or a UserError
+    naming the first part of the path that is not there."""
+    cur: Any = scenario
+    done: list[str] = []
+    for part in split_key(key):
+        here = ".".join(done) or "the scenario"
+        if isinstance(cur, dict):
+            if part not in cur:
+                raise UserError(f"--param {key}: {here} has no key {part!r}; it has: {', '.join(cur)}")
+            cur = cur[part]
+        elif isinstance(cur, list):
+            if not part.isdigit():
+                raise UserError(f"--param {key}: {here} is a list, expected an index instead of {part!r}")
+            if int(part) >= len(cur):
+                raise UserError(f"--param {key}: {here} has {len(cur)} entries, no index {part}")
+            cur = cur[int(part)]
+        else:
+            raise UserError(f"--param {key}: {here} is a single value, not a table")
+        if cur is None:
+            # An optional section left out (no `[gsim]`): there is no value to scale.
+            raise UserError(f"--param {key}: {'.'.join([*done, part])} is not set in this scenario (set it first)")
+        done.append(part)
+    return cur
+
+
+def _round(x: float) -> float:
+    # 12 significant digits: 325ns x 1.1 is 357.5ns, not 357.50000000000006ns.
+    return float(f"{x:.12g}")
+
+
+def _plain(x: float) -> str:
+    """A number without an exponent: rates in scenarios ("1.5M") take none."""
+    if x.is_integer() and abs(x) < 1e16:
+        return str(int(x))
+    return format(Decimal(repr(x)), "f")
+
+
+def scale_value(value: Any, factor: float) -> int | float | str:
+    """`value` times `factor`, written as `value` was: an integer stays an
+    integer (rounded half up, and at least 1 if it was at least 1, so a count
+    never becomes none), a float a float, and a string keeps its unit ("325ns"
+    x 2 = "650ns", "1.7375M" x 2 = "3.475M"). ValueError for anything that is
+    not a number: booleans, names, tables, lists."""
+    if isinstance(value, bool):
+        raise ValueError(f"{json.dumps(value)} is a boolean, not a number")
+    if isinstance(value, int):
+        n = math.floor(value * factor + 0.5)
+        return max(n, 1) if value >= 1 else n
+    if isinstance(value, float):
+        return _round(value * factor)
+    if isinstance(value, str):
+        m = _QUANTITY.fullmatch(value)
+        if m is None:
+            raise ValueError(f"{json.dumps(value, ensure_ascii=False)} is not a number, a time, a rate or a size")
+        return _plain(_round(float(m.group(1)) * factor)) + m.group(2)
+    kind = "a table" if isinstance(value, dict) else "a list" if isinstance(value, list) else type(value).__name__
+    raise ValueError(f"{kind}, not a number")
+
+
+def toml_literal(value: int | float | str) -> str:
+    """The override's right-hand side: a string quoted, so the core never reads
+    "0" or "5e5" as a number where a unit was written; a float always with a point."""
+    if isinstance(value, str):
+        return json.dumps(value, ensure_ascii=False)
+    if isinstance(value, float):
+        s = _plain(value)
+        return s if "." in s else s + ".0"
+    return str(value)
+
+
+def variations(scenario: dict[str, Any], params: Sequence[str], factors: Sequence[float]) -> list[Variation]:
+    """Every (param, factor), params outer: the table reads one parameter at a time."""
+    out = []
+    for p in params:
+        v = current_value(scenario, p)
+        for f in factors:
+            try:
+                out.append(Variation(p, f, v, scale_value(v, f)))
+            except ValueError as e:
+                raise UserError(f"--param {p}: {e}; expected a numeric key like fabric.msi_write") from None
+    return out
+
+
+def plan(base: FigureRun, params: Sequence[str], factors: Sequence[float], force: bool = False) -> Plan:
+    """The runs of a sensitivity around `base`, each checked (schema and run
+    budget) before any runs, so a bad value stops it before minutes of runs."""
+    scen = load(base.text, base.origin, base.overrides)
+    vs = variations(scen, params, factors)
+    runs = []
+    for v in vs:
+        r = replace(base, overrides=[*base.overrides, v.override], expects=[], result=None, variant=None)
+        try:
+            _core.load(r.text, r.origin, r.overrides)
+            if not force:
+                _core.check_budget(r.text, r.origin, r.overrides)
+        except _core.ScenarioError as e:
+            raise UserError(f"{one_line(str(e))} ({v.param} x {v.factor:g} = {v.value})") from None
+        runs.append(r)
+    return Plan(base, vs, runs)
+
+
+def default_metrics(scenario: dict[str, Any], result: dict[str, Any]) -> list[str]:
+    """What a run is about: the metrics its `[[expect]]` entries check, else
+    device throughput, the interrupt rate and the hardirq share."""
+    expected = [e["metric"] for e in scenario.get("expect", [])]
+    found = [m for m in dict.fromkeys(expected) if lookup(result, m) is not None]
+    if found:
+        return found
+    names = result.get("metrics", {})
+    picked = [m for m in names if m.endswith((".iops", ".goodput_gbps"))]
+    picked += [m for m in ("interrupts_per_s", "hardirq_share") if m in names]
+    return picked
+
+
+def check_metrics(metrics: Sequence[str], result: dict[str, Any], origin: str) -> list[str]:
+    """`--metric` names the base run produced; a UserError listing the known ones otherwise."""
+    for m in metrics:
+        if lookup(result, m) is None:
+            known = [k for k in known_values(result) if not _PER_CPU.match(k)]
+            raise UserError(f"--metric {m}: not produced by {origin}; known: {', '.join(known)} (and per-CPU cpuN.*)")
+    return list(dict.fromkeys(metrics))
+
+
+def relative_change(value: float | None, base: float | None) -> float | None:
+    """(value - base) / |base|; None where that means nothing (no value, a zero base)."""
+    if value is None or base is None or base == 0:
+        return None
+    change = (value - base) / abs(base)
+    return change if math.isfinite(change) else None
+
+
+def _values(result: dict[str, Any] | None, metrics: Sequence[str]) -> dict[str, float | None]:
+    assert result is not None, "summarised before it ran"
+    out = {}
+    for m in metrics:
+        v = lookup(result, m)
+        out[m] = v if v is not None and math.isfinite(v) else None
+    return out
+
+
+def summarise(p: Plan, metrics: Sequence[str]) -> dict[str, Any]:
+    """{base: {values, metrics}, runs: [{param, factor, value, metrics, change}]}."""
+    base = _values(p.base.result, metrics)
+    rows = []
+    for v, r in zip(p.variations, p.runs):
+        vals = _values(r.result, metrics)
+        change = {m: relative_change(vals[m], base[m]) for m in metrics}
+        rows.append({"param": v.param, "factor": v.factor, "value": v.value, "metrics": vals, "change": change})
+    originals = {v.param: v.original for v in p.variations}
+    return {"base": {"values": originals, "metrics": base}, "runs": rows}
+
+
+def tornado(summary: dict[str, Any], metric: str) -> list[tuple[str, dict[float, float | None]]]:
+    """Per parameter, the metric's change at each factor, the parameter that
+    moves it most first (the widest bar of a tornado on top)."""
+    per: dict[str, dict[float, float | None]] = {}
+    for r in summary["runs"]:
+        per.setdefault(r["param"], {})[r["factor"]] = r["change"][metric]
+
+    def reach(item: tuple[str, dict[float, float | None]]) -> float:
+        return max((abs(c) for c in item[1].values() if c is not None), default=0.0)
+
+    # sorted() is stable: equal reach keeps the order the parameters were given in.
+    return sorted(per.items(), key=reach, reverse=True)

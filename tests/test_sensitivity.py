@@ -1,0 +1,210 @@
+"""`irqlab sensitivity`: scaling each kind of value, bad input as one line, the
+physically expected direction on the M5 NVMe figure, determinism, and the
+tornado plots `irqlab reproduce` draws for the M5 figures."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+import irqlab
+from helpers import assert_ok, assert_user_error, run_cli
+from irqlab import _core
+from irqlab._util import UserError
+from irqlab.reproduce import SENSITIVITY
+from irqlab.sensitivity import current_value, parse_factors, scale_value, toml_literal, tornado
+
+NVME = irqlab.SCENARIOS_DIR / "figures" / "m5-nvme-8ssd.toml"
+# Short enough for a test (each run well under a second), long enough that the
+# fabric's saturation without moderation shows as it does in the figure.
+SHORT = ["--set", "duration=30ms", "--set", "warmup=10ms"]
+
+
+@pytest.mark.parametrize(
+    "value,factor,expected",
+    [
+        # Integers stay integers: rounded half up, and a count of at least 1 stays at least 1.
+        (256, 0.5, 128),
+        (3, 0.5, 2),
+        (1, 0.1, 1),
+        (0, 2, 0),
+        (25, 2, 50),
+        # Floats (rates the core resolved to numbers: "1.7375M" -> 1737500.0).
+        (1737500.0, 2, 3475000.0),
+        (0.25, 0.5, 0.125),
+        # Times keep their unit.
+        ("325ns", 2, "650ns"),
+        ("325ns", 0.5, "162.5ns"),
+        ("325ns", 1.1, "357.5ns"),  # no 357.50000000000006ns
+        ("39700ps", 0.5, "19850ps"),
+        ("7us", 0.5, "3.5us"),
+        ("1.5ms", 2, "3ms"),
+        ("0s", 2, "0s"),
+        ("46cycles", 2, "92cycles"),
+        # Rates and sizes keep their suffix.
+        ("1.7375M", 2, "3.475M"),
+        ("1e6/s", 0.5, "500000/s"),
+        ("250k/s", 2, "500k/s"),
+        ("256M", 0.5, "128M"),
+    ],
+)
+def test_scale_value_keeps_the_kind_and_unit(value: Any, factor: float, expected: Any) -> None:
+    got = scale_value(value, factor)
+    assert got == expected and type(got) is type(expected)
+
+
+def test_scaled_times_and_rates_read_back_as_the_core_parses_them() -> None:
+    assert _core.parse_time_ps(str(scale_value("325ns", 0.5))) == 162_500
+    assert _core.parse_time_ps(str(scale_value("39700ps", 2))) == 79_400
+    assert _core.parse_rate(str(scale_value("1.7375M", 2))) == 3_475_000
+    assert _core.parse_rate(str(scale_value("1e6/s", 1e-7))) == pytest.approx(0.1)
+
+
+@pytest.mark.parametrize("value", [True, False, "daif", "static", "", {"a": 1}, [1, 2], None])
+def test_scale_value_refuses_what_is_not_a_number(value: Any) -> None:
+    with pytest.raises(ValueError):
+        scale_value(value, 2)
+
+
+def test_override_literals_quote_strings_and_keep_floats_floats() -> None:
+    # Quoted: "0" or "5e5" written for a time or a rate must not become a TOML number.
+    assert toml_literal("650ns") == '"650ns"'
+    assert toml_literal(3475000.0) == "3475000.0"
+    assert toml_literal(1e-5) == "0.00001"
+    assert toml_literal(6) == "6"
+
+
+def test_factors_default_split_and_dedupe() -> None:
+    assert parse_factors(None) == [0.5, 2.0]
+    assert parse_factors(["0.5,2"]) == [0.5, 2.0]
+    assert parse_factors(["2", "0.25, 2"]) == [2.0, 0.25]
+    for bad in ["0", "-1", "nan", "inf", "abc", "1,", ""]:
+        with pytest.raises(UserError, match="positive finite"):
+            parse_factors([bad])
+
+
+def test_key_paths_read_as_overrides_write_them() -> None:
+    scen = {"fabric": {"msi_write": "325ns"}, "nvme": [{"per_cqe": "300ns"}], "gsim": None}
+    assert current_value(scen, "fabric.msi_write") == "325ns"
+    assert current_value(scen, "nvme.0.per_cqe") == current_value(scen, "nvme[0].per_cqe") == "300ns"
+    with pytest.raises(UserError, match="gsim is not set"):
+        current_value(scen, "gsim.delay_us")
+
+
+def test_tornado_puts_the_largest_change_first() -> None:
+    runs = [
+        {"param": "a", "factor": 0.5, "change": {"m": 0.01}},
+        {"param": "a", "factor": 2.0, "change": {"m": -0.02}},
+        {"param": "b", "factor": 0.5, "change": {"m": 0.5}},
+        {"param": "b", "factor": 2.0, "change": {"m": None}},
+    ]
+    assert [p for p, _ in tornado({"runs": runs}, "m")] == ["b", "a"]
+
+
+@pytest.mark.parametrize(
+    "args,needles",
+    [
+        (["--param", "fabric.nosuch"], ["--param fabric.nosuch", "no key 'nosuch'", "msi_write"]),
+        (["--param", "source.5.rate"], ["--param source.5.rate", "no index 5"]),
+        (["--param", "cpu.masking"], ["--param cpu.masking", '"daif"', "not a number", "expected a numeric key"]),
+        (["--param", "source.0.cpus"], ["--param source.0.cpus", "a list, not a number"]),
+        (["--param", "cpu.pmr.pmhe"], ["--param cpu.pmr.pmhe", "false is a boolean"]),
+        (["--param", "gsim.delay_us"], ["--param gsim.delay_us", "not set"]),
+        (["--param", "seed"], ["--param seed", "--seed"]),
+        ([], ["at least one --param"]),
+        (["--param", "fabric.msi_write", "--factor", "0"], ["--factor '0'", "positive finite number"]),
+        (["--param", "fabric.msi_write", "--factor", "0.5,-2"], ["--factor '-2'", "positive finite number"]),
+        (["--param", "fabric.msi_write", "--factor", "inf"], ["--factor 'inf'", "positive finite number"]),
+        (["--param", "fabric.msi_write", "--factor", "twice"], ["--factor 'twice'", "positive finite number"]),
+        (["--param", "fabric.msi_write", "--metric", "nosuch"], ["--metric nosuch", "interrupts_per_s"]),
+        (["--param", "fabric.msi_write", "--workers", "0"], ["--workers 0"]),
+    ],
+)
+def test_bad_input_is_one_line(small: Path, args: list[str], needles: list[str]) -> None:
+    assert_user_error(run_cli("sensitivity", small, *args), *needles)
+
+
+def test_a_non_numeric_key_of_the_m5_figure_is_refused() -> None:
+    assert_user_error(run_cli("sensitivity", NVME, "--param", "nvme.0.name"), "nvme.0.name", '"ssd"', "not a number")
+
+
+def sensitivity(out: Path, *extra: object) -> dict[str, Any]:
+    p = run_cli(
+        "sensitivity", NVME, "--param", "fabric.msi_write", "--param", "fabric.dma_write", *SHORT, "--json", out, *extra
+    )
+    assert_ok(p)
+    doc: dict[str, Any] = json.loads(out.read_text())
+    return doc
+
+
+@pytest.fixture(scope="module")
+def nvme(tmp_path_factory) -> tuple[Path, dict[str, Any]]:
+    out = tmp_path_factory.mktemp("sens") / "w2.json"
+    return out, sensitivity(out, "--workers", "2")
+
+
+def _run(doc: dict[str, Any], param: str, factor: float) -> dict[str, Any]:
+    [r] = [r for r in doc["runs"] if r["param"] == param and r["factor"] == factor]
+    return r
+
+
+def test_the_fabric_costs_move_iops_the_way_the_mechanism_says(nvme) -> None:
+    _, doc = nvme
+    # The figure's expectations name the metrics: IOPS and the p99 latency.
+    assert doc["metrics"] == ["nvme.ssd.iops", "nvme.ssd.latency.p99"]
+    assert doc["factors"] == [0.5, 2.0]
+    assert doc["base"]["values"]["fabric.msi_write"] == "325ns"
+    base = doc["base"]["metrics"]["nvme.ssd.iops"]
+    assert base > 0
+    # Without moderation the MSI writes saturate the DMA path: a cheaper MSI
+    # write lifts IOPS, a dearer one lowers it, and so does a dearer DMA write.
+    halved = _run(doc, "fabric.msi_write", 0.5)
+    doubled = _run(doc, "fabric.msi_write", 2.0)
+    assert halved["value"] == "162.5ns" and doubled["value"] == "650ns"
+    assert halved["metrics"]["nvme.ssd.iops"] > base > doubled["metrics"]["nvme.ssd.iops"]
+    assert halved["change"]["nvme.ssd.iops"] > 0 > doubled["change"]["nvme.ssd.iops"]
+    dma = _run(doc, "fabric.dma_write", 2.0)
+    assert dma["metrics"]["nvme.ssd.iops"] < base
+    assert dma["change"]["nvme.ssd.iops"] == pytest.approx((dma["metrics"]["nvme.ssd.iops"] - base) / base)
+
+
+def test_runs_are_deterministic_whatever_the_workers(nvme) -> None:
+    out, doc = nvme
+    again = sensitivity(out.with_name("w1.json"), "--workers", "1")
+    assert json.dumps(again, sort_keys=True) == json.dumps(doc, sort_keys=True)
+
+
+def test_the_table_names_each_parameter_and_change() -> None:
+    args = ["--param", "nvme.0.per_cqe", "--factor", "2", "--metric", "interrupts_per_s", *SHORT]
+    p = run_cli("sensitivity", NVME, *args)
+    assert_ok(p)
+    assert "nvme.0.per_cqe" in p.stdout and "600ns" in p.stdout and "interrupts_per_s" in p.stdout
+    assert "%" in p.stdout and p.stderr == ""
+
+
+def test_reproduce_draws_a_tornado_per_m5_figure(bundled_report) -> None:
+    p, out = bundled_report
+    assert_ok(p)
+    doc = json.loads((out / "figures.json").read_text())
+    by = {s["scenario"]: s for s in doc["sensitivity"]}
+    assert set(by) == {"m5-nvme-8ssd", "m5-nic-100g"}
+    assert by["m5-nvme-8ssd"]["metric"] == "nvme.ssd.iops"
+    assert by["m5-nic-100g"]["metric"] == "nic.eth.goodput_gbps"
+    for stem, entry in by.items():
+        params = {r["param"] for r in entry["runs"]}
+        assert params == set(SENSITIVITY[stem])
+        assert len(entry["runs"]) == 2 * len(params)
+        # The base is the file as is: the figure's own run without a `set`.
+        [fig] = [f for f in doc["figures"] if f["scenario"] == stem and not f["overrides"]]
+        assert entry["base"]["metrics"][entry["metric"]] == fig["simulated"]
+    # A costlier MSI write still costs NVMe throughput at the full duration.
+    nvme = {(r["param"], r["factor"]): r["change"]["nvme.ssd.iops"] for r in by["m5-nvme-8ssd"]["runs"]}
+    assert nvme[("fabric.msi_write", 2.0)] < 0 < nvme[("fabric.msi_write", 0.5)]
+    page = (out / "index.html").read_text()
+    assert "<h2>Sensitivity</h2>" in page
+    assert 'alt="m5-nvme-8ssd: tornado of nvme.ssd.iops"' in page
+    assert 'alt="m5-nic-100g: tornado of nic.eth.goodput_gbps"' in page
+    assert "sensitivity of m5-nvme-8ssd, m5-nic-100g (22 runs)" in p.stdout
