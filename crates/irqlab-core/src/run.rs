@@ -123,6 +123,8 @@ struct Json<'a> {
     histograms: &'a BTreeMap<String, crate::engine::stats::Summary>,
     series: &'a BTreeMap<String, crate::engine::stats::Series>,
     tables: &'a BTreeMap<String, crate::engine::stats::Table>,
+    #[serde(skip_serializing_if = "<[String]>::is_empty")]
+    warnings: &'a [String],
 }
 
 /// The `--json` shape shared by every command.
@@ -135,6 +137,7 @@ pub fn to_json(sc: &Scenario, out: &RunOutput) -> String {
         histograms: &out.report.histograms,
         series: &out.report.series,
         tables: &out.report.tables,
+        warnings: &out.report.warnings,
     })
     .expect("reports serialize (non-finite numbers are avoided upstream)")
 }

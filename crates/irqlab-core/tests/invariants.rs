@@ -261,8 +261,8 @@ struct Devices {
     sockets: u32,
     dma: Option<(u32, u32)>,                           // (dma_write ns, msi_write ns); None: no DMA path
     nvme: Option<(u32, u32, u32, u32, u32, u32, u32)>, // (disks, queues, jobs, iodepth, moderation 0..3, service cv 0..2, submit 0..2)
-    nic: Option<(u32, u32, u32, bool, u32, u32)>,      // (queues, gbps, moderation 0..4, in a VM, ring, per-packet ns)
-    gsim: (u32, u32),                                  // (delay us, 0 = off; target k/s)
+    nic: Option<(u32, u32, u32, u32, u32, u32)>, // (queues, gbps, moderation 0..4, VM 0..4: no, exits, remapped, posted, ring, per-packet ns)
+    gsim: (u32, u32),                            // (delay us, 0 = off; target k/s)
 }
 
 fn devices() -> impl Strategy<Value = Devices> {
@@ -271,7 +271,7 @@ fn devices() -> impl Strategy<Value = Devices> {
         1u32..3,
         proptest::option::of((1u32..200, 0u32..600)),
         proptest::option::of((1u32..3, 1u32..4, 1u32..4, 1u32..9, 0u32..4, 0u32..3, 0u32..3)),
-        proptest::option::of((1u32..4, 1u32..25, 0u32..4, any::<bool>(), 4u32..256, 50u32..2000)),
+        proptest::option::of((1u32..4, 1u32..25, 0u32..4, 0u32..4, 4u32..256, 50u32..2000)),
         (0u32..150, 0u32..500),
     )
         .prop_filter("some device", |(_, _, _, nvme, nic, _)| nvme.is_some() || nic.is_some())
@@ -280,7 +280,7 @@ fn devices() -> impl Strategy<Value = Devices> {
 
 fn device_scenario(d: &Devices) -> String {
     // The last pCPU hosts a VM's vCPU when the NIC goes to a VM.
-    let vm = d.nic.is_some_and(|n| n.3);
+    let vm = d.nic.is_some_and(|n| n.3 > 0);
     let host: Vec<String> = (0..if vm { d.cpus - 1 } else { d.cpus }).map(|c| c.to_string()).collect();
     let mut t = format!(
         "name = \"devices\"\nduration = \"3ms\"\nwarmup = \"0.5ms\"\n[platform]\ncpus = {}\nsockets = {}\n\
@@ -311,7 +311,13 @@ fn device_scenario(d: &Devices) -> String {
     if let Some((queues, gbps, moderation, in_vm, ring, per_packet)) = d.nic {
         let m = ["kind = \"none\"", "kind = \"static\"\nusecs = \"10us\"\nframes = 16", "kind = \"dim\"", "kind = \"polling\""]
             [moderation as usize];
-        let place = if in_vm { "vm = \"g\"\ncpus = [0]".to_string() } else { format!("cpus = [{}]", host.join(", ")) };
+        // In a VM: its VF's interrupts by exits, remapped through host CPU 0, or posted.
+        let place = match in_vm {
+            0 => format!("cpus = [{}]", host.join(", ")),
+            1 => "vm = \"g\"\ncpus = [0]".to_string(),
+            2 => "vm = \"g\"\ncpus = [0]\nvf_irqs = \"remapped\"\nhost_cpus = [0]".to_string(),
+            _ => "vm = \"g\"\ncpus = [0]\nvf_irqs = \"posted\"".to_string(),
+        };
         t += &format!(
             "[[nic]]\nname = \"eth\"\nqueues = {queues}\ngbps = {gbps}\nring = {ring}\n{place}\nhandler = \"300ns\"\n\
              per_packet = \"{per_packet}ns\"\nper_poll = \"200ns\"\n[nic.moderation]\n{m}\n"

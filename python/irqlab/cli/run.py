@@ -21,7 +21,7 @@ from .._util import (
     write_all,
 )
 from . import ForceOpt, JsonOpt, ScenarioArg, SeedOpt, SetFromOpt, SetOpt, app, check_seed, user_errors
-from .render import dump, out, print_result, to_stdout
+from .render import dump, err, out, print_result, to_stdout
 
 
 @app.command()
@@ -45,6 +45,9 @@ def run(
     s = check_seed(seed)
     raw, trace = in_worker(lambda stop: _core.run(text, origin, overrides, s, trace_out is not None, stop, force))
     result = json.loads(raw)
+    # The core's warnings: a run it can do, with a result a user would not expect.
+    for w in result.get("warnings", []):
+        err.print(f"warning: {w}", markup=False, soft_wrap=True)
     result["provenance"] = provenance.build(
         text, origin, overrides, measured_keys(set_from_), [*result["metrics"], *result["histograms"]]
     )

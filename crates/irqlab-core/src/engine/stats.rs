@@ -179,9 +179,14 @@ pub struct Report {
     pub histograms: BTreeMap<String, Summary>,
     pub series: BTreeMap<String, Series>,
     pub tables: BTreeMap<String, Table>,
+    /// What the run could do but a user would not expect (the CLI prints each on stderr).
+    pub warnings: Vec<String>,
 }
 
 impl Report {
+    pub fn warn(&mut self, w: impl Into<String>) {
+        self.warnings.push(w.into());
+    }
     pub fn metric(&mut self, name: impl Into<String>, v: f64) {
         self.metrics.insert(name.into(), v);
     }

@@ -96,6 +96,9 @@ impl<P: Parts> Machine<P> {
     }
 
     pub(crate) fn note_delivery(&mut self, flow: u64, events: u32) {
+        if flow == 0 {
+            return; // a host handler delivered this write already (a remapped VF's injection)
+        }
         self.audit.events_delivered += events as u64;
         if let Some(set) = &mut self.audit.delivered {
             if !set.insert(flow) {

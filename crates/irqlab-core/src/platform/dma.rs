@@ -9,12 +9,12 @@ use crate::platform::fabric::{DmaFor, Write};
 use crate::platform::machine::{Ev, Machine, Parts};
 
 impl<P: Parts> Machine<P> {
-    /// A device DMA write: through the socket's shared path if there is one,
-    /// else it lands at once (its owner's `dma_landed`).
-    pub fn dma(&mut self, s: &mut Scheduler<Ev>, to: DmaFor, cost: Ps, socket: u32) {
+    /// A device DMA write on its `link` (`add_link`): through the socket's
+    /// path if there is one, else it lands at once (its owner's `dma_landed`).
+    pub fn dma(&mut self, s: &mut Scheduler<Ev>, to: DmaFor, cost: Ps, socket: u32, link: u32) {
         match self.paths.get_mut(socket as usize) {
             Some(p) => {
-                if let Some((_, end)) = p.submit(s.now(), Write::Dma(to), cost) {
+                if let Some((_, end)) = p.submit(s.now(), link, Write::Dma(to), cost) {
                     s.at(end, Ev::PathDone(socket));
                 }
             }
@@ -41,5 +41,14 @@ impl<P: Parts> Machine<P> {
                 }
             }
         }
+    }
+}
+
+impl<P: Parts> Machine<P> {
+    /// A device's PCIe link to its socket's root complex: its posted writes
+    /// (DMA and MSI) keep their order on it. Returns the link's id.
+    pub fn add_link(&mut self) -> u32 {
+        self.links += 1;
+        self.links - 1
     }
 }

@@ -38,15 +38,16 @@ impl<P: Parts> Machine<P> {
                 }
                 continue;
             }
-            if self.cpus[c].top().work == Work::Idle && self.idle_work(s, c) {
-                continue;
-            }
             let left = self.cpus[c].top().left;
             if left == 0 {
                 self.phase_done(s, c);
                 if self.cpus[c].timer.is_some() {
                     return;
                 }
+                continue;
+            }
+            // Only the idle loop runs for ever: it gives way to threads and ksoftirqd.
+            if left == NEVER && self.cpus[c].top().work == Work::Idle && self.idle_work(s, c) {
                 continue;
             }
             let cpu = &mut self.cpus[c];

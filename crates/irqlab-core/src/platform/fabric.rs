@@ -97,20 +97,25 @@ pub enum Write {
     Msi(u32),
 }
 
-/// The shared posted-write path of a platform whose devices DMA: one write at a
-/// time, MSI writes first. An MSI's interrupt-remapping step holds the path for
-/// `msi_write` (the posted writes behind it wait: PCIe ordering), but the MSI
-/// itself does not queue behind DMA. So beyond the platform's MSI limit it is
-/// DMA — completions, received packets — that slows down, and the interrupt
-/// rate stays high: the collapse the M5 brief describes. Event-driven: the
-/// machine gets `Ev::PathDone` when the write in service is through.
+/// The posted-write path of a socket's root complex, for devices that DMA:
+/// one write at a time into memory, each device's link in order, the links
+/// served round-robin. PCIe ordering makes each link a FIFO (a posted write
+/// may not pass an earlier one: an MSI waits behind the data its device sent
+/// before it, and the device's later writes wait behind the MSI). An MSI holds
+/// the path for `msi_write` — interrupt remapping, during which no posted write
+/// goes on — a DMA write for its cost. So beyond the platform's MSI limit DMA
+/// slows down while the interrupt rate stays high (the collapse of the M5
+/// brief), and an MSI waits longer the more its own link and the others hold.
+/// Event-driven: the machine gets `Ev::PathDone` when the write in service is through.
 pub struct DmaPath {
     pub msi: Ps,
     pub busy: Option<(Write, Ps)>,
-    pub msi_q: VecDeque<(u32, Ps)>,
-    pub dma_q: VecDeque<(DmaFor, Ps, Ps)>,
-    /// Work queued behind the write in service, in ps (DMA only: what a device's buffer holds).
-    pub dma_backlog: Ps,
+    /// Per link (global link ids; only this socket's are used): writes waiting, with their cost and arrival.
+    links: Vec<VecDeque<(Write, Ps, Ps)>>,
+    /// DMA work waiting per link, in ps (what a device's buffer holds).
+    link_backlog: Vec<Ps>,
+    /// Links with writes waiting, in round-robin order.
+    ready: VecDeque<u32>,
     pub busy_time: Ps,
     pub wait: Latency,
     /// Write intervals `(start, done)`, kept only when auditing.
@@ -122,28 +127,33 @@ impl DmaPath {
         DmaPath {
             msi,
             busy: None,
-            msi_q: VecDeque::new(),
-            dma_q: VecDeque::new(),
-            dma_backlog: 0,
+            links: Vec::new(),
+            link_backlog: Vec::new(),
+            ready: VecDeque::new(),
             busy_time: 0,
             wait: Latency::default(),
             log: None,
         }
     }
 
-    /// Queues a write; returns the write to start now (and its end) if the path was idle.
+    /// Queues a write from `link`; returns the write to start now (and its end) if the path was idle.
     #[inline]
-    pub fn submit(&mut self, now: Ps, w: Write, cost: Ps) -> Option<(Write, Ps)> {
+    pub fn submit(&mut self, now: Ps, link: u32, w: Write, cost: Ps) -> Option<(Write, Ps)> {
         if self.busy.is_none() {
             return Some(self.start(now, w, cost, now));
         }
-        match w {
-            Write::Msi(i) => self.msi_q.push_back((i, now)),
-            Write::Dma(d) => {
-                self.dma_q.push_back((d, cost, now));
-                self.dma_backlog += cost;
-            }
+        let l = link as usize;
+        if l >= self.links.len() {
+            self.links.resize_with(l + 1, VecDeque::new);
+            self.link_backlog.resize(l + 1, 0);
         }
+        if self.links[l].is_empty() {
+            self.ready.push_back(link);
+        }
+        if let Write::Dma(_) = w {
+            self.link_backlog[l] += cost;
+        }
+        self.links[l].push_back((w, cost, now));
         None
     }
 
@@ -161,22 +171,28 @@ impl DmaPath {
     #[inline]
     pub fn done(&mut self, now: Ps) -> (Write, Option<(Write, Ps)>) {
         let (w, _) = self.busy.take().expect("a PathDone per write in service");
-        // MSIs and DMA writes take turns: an MSI never waits behind more than one DMA write.
-        let msi_turn = !matches!(w, Write::Msi(_)) || self.dma_q.is_empty();
-        let next = if let Some((i, q)) = if msi_turn { self.msi_q.pop_front() } else { None } {
-            Some(self.start(now, Write::Msi(i), self.msi, q))
-        } else if let Some((d, cost, q)) = self.dma_q.pop_front() {
-            self.dma_backlog -= cost;
-            Some(self.start(now, Write::Dma(d), cost, q))
-        } else {
-            None
-        };
+        let next = self.ready.pop_front().map(|link| {
+            let l = link as usize;
+            let (nw, cost, queued) = self.links[l].pop_front().expect("a ready link has a write");
+            if let Write::Dma(_) = nw {
+                self.link_backlog[l] -= cost;
+            }
+            if !self.links[l].is_empty() {
+                self.ready.push_back(link);
+            }
+            self.start(now, nw, cost, queued)
+        });
         (w, next)
     }
 
-    /// Whether vector `i` has a message queued and not yet started (a new one merges into it).
-    pub fn msi_queued(&self, i: u32) -> bool {
-        self.msi_q.iter().any(|&(j, _)| j == i)
+    /// Whether vector `i` has a message queued on `link` and not yet started (a new one merges into it).
+    pub fn msi_queued(&self, link: u32, i: u32) -> bool {
+        self.links.get(link as usize).is_some_and(|q| q.iter().any(|&(w, _, _)| w == Write::Msi(i)))
+    }
+
+    /// DMA work queued on `link` behind the write in service, in ps.
+    pub fn link_backlog(&self, link: u32) -> Ps {
+        self.link_backlog.get(link as usize).copied().unwrap_or(0)
     }
 
     pub fn reset(&mut self) {
@@ -226,18 +242,38 @@ mod tests {
 mod path_tests {
     use super::*;
 
+    const A: DmaFor = DmaFor { owner: 0, arg: 0 };
+    const B: DmaFor = DmaFor { owner: 0, arg: 1 };
+
     #[test]
-    fn msi_goes_ahead_of_queued_dma_and_holds_it_back() {
+    fn an_msi_waits_behind_its_own_links_data_and_holds_what_follows() {
         let mut p = DmaPath::new(300);
-        let first = p.submit(0, Write::Dma(DmaFor { owner: 0, arg: 0 }), 40);
-        assert_eq!(first, Some((Write::Dma(DmaFor { owner: 0, arg: 0 }), 40)));
-        assert_eq!(p.submit(10, Write::Dma(DmaFor { owner: 0, arg: 1 }), 40), None);
-        assert_eq!(p.submit(20, Write::Msi(7), 300), None);
-        // At 40 the MSI starts before the DMA that queued earlier (after a DMA write, it is the MSIs' turn).
-        assert_eq!(p.done(40), (Write::Dma(DmaFor { owner: 0, arg: 0 }), Some((Write::Msi(7), 340))));
-        assert_eq!(p.done(340), (Write::Msi(7), Some((Write::Dma(DmaFor { owner: 0, arg: 1 }), 380))));
-        assert_eq!(p.done(380), (Write::Dma(DmaFor { owner: 0, arg: 1 }), None));
-        assert_eq!(p.busy_time, 380);
-        assert_eq!(p.dma_backlog, 0);
+        assert_eq!(p.submit(0, 0, Write::Dma(A), 40), Some((Write::Dma(A), 40)));
+        assert_eq!(p.submit(10, 0, Write::Dma(B), 40), None);
+        assert_eq!(p.submit(20, 0, Write::Msi(7), 300), None);
+        assert_eq!(p.submit(30, 0, Write::Dma(A), 40), None);
+        assert_eq!(p.link_backlog(0), 80);
+        // In link order: the data before the MSI, the MSI, then the data after it.
+        assert_eq!(p.done(40), (Write::Dma(A), Some((Write::Dma(B), 80))));
+        assert_eq!(p.done(80), (Write::Dma(B), Some((Write::Msi(7), 380))));
+        assert_eq!(p.done(380), (Write::Msi(7), Some((Write::Dma(A), 420))));
+        assert_eq!(p.done(420), (Write::Dma(A), None));
+        assert_eq!(p.busy_time, 420);
+        assert_eq!(p.link_backlog(0), 0);
+    }
+
+    #[test]
+    fn links_take_turns() {
+        let mut p = DmaPath::new(300);
+        p.submit(0, 0, Write::Dma(A), 40);
+        p.submit(1, 0, Write::Dma(A), 40);
+        p.submit(2, 0, Write::Dma(A), 40);
+        p.submit(3, 1, Write::Msi(9), 300);
+        assert!(p.msi_queued(1, 9) && !p.msi_queued(0, 9));
+        // Link 0 queued first, then link 1, then link 0 again.
+        assert_eq!(p.done(40).1, Some((Write::Dma(A), 80)));
+        assert_eq!(p.done(80).1, Some((Write::Msi(9), 380)));
+        assert_eq!(p.done(380).1, Some((Write::Dma(A), 420)));
+        assert_eq!(p.done(420).1, None);
     }
 }

@@ -52,4 +52,30 @@ impl<P: Parts> Machine<P> {
         let prio = src.prio;
         self.cpus[c].vpending.push(i, prio);
     }
+
+    /// A virtual interrupt for source `i` made pending at pCPU `c` (its vCPU's)
+    /// from outside the guest-exit path: a posted interrupt (VT-d posting the
+    /// vector into the vCPU's descriptor, or KVM's irqfd after a host handler).
+    /// A running guest that admits it takes it at once, without an exit; else
+    /// when it next runs. `events` and `flow` are what the guest's handler
+    /// delivers (0 when a host handler already counted the write).
+    pub fn post_virtual(&mut self, s: &mut Scheduler<Ev>, i: u32, c: usize, raised: Ps, flow: u64, events: u32) {
+        let src = &mut self.srcs[i as usize];
+        if src.vpending {
+            src.vevents += events;
+            self.n.vmerged += 1;
+            return;
+        }
+        src.vpending = true;
+        src.vraised = raised;
+        src.vflow = flow;
+        src.vevents = events;
+        let prio = src.prio;
+        self.cpus[c].vpending.push(i, prio);
+        let top = *self.cpus[c].top();
+        if top.level == Level::Guest && top.mask.admits(prio) {
+            self.pause_top(s, c);
+            self.run_top(s, c);
+        }
+    }
 }

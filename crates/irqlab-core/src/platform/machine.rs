@@ -161,6 +161,8 @@ pub struct Machine<P> {
     /// through the fabric (empty otherwise).
     pub paths: Vec<crate::platform::fabric::DmaPath>,
     pub dma_write: Ps,
+    /// PCIe links handed out (`add_link`).
+    pub links: u32,
     pub n: Counters,
     pub audit: Audit,
     pub tracer: Tracer,
@@ -293,6 +295,7 @@ impl<P: Parts> Machine<P> {
             task_groups: sc.tasks.iter().map(|t| t.name.clone()).collect(),
             fabric: Fabric::new(sc.fabric.msi_write.ps(), sc.fabric.slots, sc.fabric.latency.ps()),
             paths: Vec::new(),
+            links: 0,
             dma_write: 0,
             n: Counters::default(),
             audit: Audit::default(),
@@ -415,6 +418,9 @@ impl<P: Parts> Machine<P> {
             src.events += 1;
             self.n.merged += 1;
             return;
+        }
+        if let Some(c) = src.posted_to {
+            return self.post_virtual(s, i, c as usize, raised, flow, 1);
         }
         src.raised = raised;
         src.flow = flow;

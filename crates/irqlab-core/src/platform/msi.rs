@@ -22,8 +22,8 @@ impl<P: Parts> Machine<P> {
             src.pba = true;
             return;
         }
-        let sk = src.socket;
-        if self.paths.get(sk as usize).is_some_and(|p| p.msi_queued(i)) {
+        let (sk, link) = (src.socket, src.link);
+        if self.paths.get(sk as usize).is_some_and(|p| p.msi_queued(link, i)) {
             self.n.msi_merged_at_device += 1;
             return;
         }
@@ -40,7 +40,7 @@ impl<P: Parts> Machine<P> {
         if let Some(p) = self.paths.get_mut(sk as usize) {
             self.srcs[i as usize].in_fabric.push_back((now, flow));
             let msi = p.msi;
-            if let Some((_, end)) = p.submit(now, crate::platform::fabric::Write::Msi(i), msi) {
+            if let Some((_, end)) = p.submit(now, link, crate::platform::fabric::Write::Msi(i), msi) {
                 s.at(end, Ev::PathDone(sk));
             }
             return;

@@ -28,6 +28,9 @@ pub struct Source {
     pub cpu: u32,
     /// Assigned to this VM: the interrupt goes through the hypervisor.
     pub vm: Option<u32>,
+    /// Posted to the guest (VT-d posted interrupts): the remapping unit makes it
+    /// pending for the vCPU on this pCPU, with no host handler and no exit.
+    pub posted_to: Option<u32>,
     pub handler: Ps,
     pub softirq: Ps,
     pub prio: Prio,
@@ -57,6 +60,8 @@ pub struct Source {
     pub gsim: bool,
     /// The socket whose root complex the device's writes cross.
     pub socket: u32,
+    /// The device's PCIe link (`Machine::add_link`), whose posted writes keep their order.
+    pub link: u32,
     /// Anything beyond a plain handler: an SDEI event, or a source a component
     /// owns (set once at build; keeps the common handler path to one test).
     pub special: bool,
@@ -135,6 +140,8 @@ impl Source {
             sw_pending: false,
             gsim: false,
             socket: 0,
+            link: 0,
+            posted_to: None,
             special: true,
             pending: false,
             raised: 0,

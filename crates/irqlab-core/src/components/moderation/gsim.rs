@@ -315,6 +315,12 @@ impl Component for GlobalModeration {
         r.metric("gsim.resends", resends as f64);
         r.metric("gsim.handled_in_timer", run_from_timer as f64);
         r.metric("gsim.moderated_sources", moderated as f64);
+        if moderated == 0 {
+            r.warn(
+                "gsim: no interrupt is moderated (a VF's interrupts posted to its guest, or taken by exits, \
+                 bypass the host's handlers); gsim.moderated_sources = 0",
+            );
+        }
     }
 
     /// Sources left disabled at the end, and those with no queued timer to re-enable them.

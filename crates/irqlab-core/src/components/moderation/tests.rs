@@ -262,3 +262,69 @@ fn gsim_hardirq_criterion_engages_when_completions_cost_more_cpu() {
     assert!(m["gsim.timers_per_s"] > 0.0);
     assert_eq!(heavy.audit.ios_found, heavy.audit.ios_owned);
 }
+
+const VF: &str = r#"
+name = "vf"
+duration = "20ms"
+warmup = "5ms"
+[platform]
+cpus = 4
+[cpu]
+irq_entry = "300ns"
+irq_exit = "200ns"
+[hypervisor]
+exit = "600ns"
+handler = "400ns"
+inject = "150ns"
+entry = "500ns"
+[fabric]
+msi_write = "300ns"
+dma_per_kib = "40ns"
+[[vm]]
+name = "g"
+vcpus = 2
+pcpus = [2, 3]
+[[nic]]
+name = "vf"
+vm = "g"
+gbps = 10
+queues = 2
+cpus = [0, 1]
+host_cpus = [0, 1]
+handler = "500ns"
+per_packet = "300ns"
+per_poll = "200ns"
+[gsim]
+delay_us = 50
+"#;
+
+/// A VF's interrupts: through the host (remapped: GSIM moderates them on the
+/// host CPUs), or posted to the guest (no host handler, no exit: GSIM sees
+/// nothing and says so), or by exits (the default). None loses a packet.
+#[test]
+fn gsim_moderates_remapped_vf_interrupts_and_warns_when_all_are_posted() {
+    let remapped = go(VF, &["nic.0.vf_irqs=remapped"]);
+    let m = &remapped.report.metrics;
+    assert_eq!(m["gsim.moderated_sources"], 2.0);
+    assert!(m["gsim.timers_per_s"] > 0.0, "fixed 50 us: the host vectors are held");
+    assert!(m["cpu0.hardirq_share"] > 0.0 && m["vm_exits"] == 0.0, "host handlers on CPUs 0-1, posted to running vCPUs");
+    assert!(m["nic.vf.goodput_gbps"] > 8.0);
+    assert!(remapped.report.warnings.is_empty());
+    let posted = go(VF, &["nic.0.vf_irqs=posted"]);
+    let p = &posted.report.metrics;
+    assert_eq!(p["gsim.moderated_sources"], 0.0);
+    assert_eq!(p["gsim.timers_per_s"], 0.0);
+    assert_eq!(p["vm_exits"], 0.0);
+    assert_eq!(p["cpu0.hardirq_share"], 0.0, "no host handler");
+    assert!(p["nic.vf.goodput_gbps"] > 8.0);
+    assert!(posted.report.warnings.iter().any(|w| w.contains("gsim.moderated_sources = 0")), "{:?}", posted.report.warnings);
+    let exits = go(VF, &[]);
+    assert!(exits.report.metrics["vm_exits"] > 0.0);
+    assert_eq!(exits.report.metrics["gsim.moderated_sources"], 0.0);
+    for out in [&remapped, &posted, &exits] {
+        assert_eq!(out.audit.pkts_found, out.audit.pkts_offered);
+        assert_eq!(out.audit.writes, out.audit.events_delivered + out.pending_events);
+    }
+    let bad = crate::scenario::load(VF, "x", &["nic.0.vf_irqs=remapped".into(), "nic.0.host_cpus=[2]".into()]).unwrap_err();
+    assert!(bad.0.contains("nic[0].host_cpus[0]"), "{}", bad.0);
+}

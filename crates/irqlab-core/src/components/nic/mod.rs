@@ -10,6 +10,7 @@
 pub mod params;
 
 use crate::components::moderation::QueueMod;
+use crate::components::nic::params::VfIrqs;
 use crate::engine::rng::{exp_sample, stream, Rng};
 use crate::engine::stats::{Latency, Report};
 use crate::engine::time::{ps_to_s, s_to_ps, Ps};
@@ -48,6 +49,8 @@ pub const HEADERS: u32 = 14 + 20 + 32;
 pub struct RxQueue {
     pub group: u32,
     pub socket: u32,
+    /// The NIC's PCIe link (all its queues share it; its buffer is what waits on it).
+    pub link: u32,
     pub src: u32,
     /// Its NAPI context (`Machine::napi_register`).
     pub napi: u32,
@@ -65,6 +68,9 @@ pub struct RxQueue {
     pub modq: QueueMod,
     /// Packets the current poll round will take (decided when it starts).
     pub poll_n: u32,
+    /// A remapped VF's queue: its host vector's CPU (where `vfio_msihandler`
+    /// runs), and the pCPU of the vCPU the interrupt is then posted to.
+    pub remapped: Option<(u32, u32)>,
 }
 
 pub struct NicGroup {
@@ -76,6 +82,8 @@ pub struct NicGroup {
     pub handler: Ps,
     pub per_packet: Ps,
     pub per_poll: Ps,
+    /// A remapped VF's host handler (`vfio_msihandler` → irqfd → posted notification).
+    pub vfio_handler: Ps,
     pub budget: u32,
     pub dma_per_kib: Ps,
     pub rx_pkts: u64,
@@ -118,6 +126,7 @@ impl Component for Nic {
                 handler: n.handler.ps(),
                 per_packet: n.per_packet.ps(),
                 per_poll: n.per_poll.ps(),
+                vfio_handler: n.vfio_handler.ps(),
                 budget: n.budget,
                 dma_per_kib: sc.fabric.dma_per_kib.ps(),
                 rx_pkts: 0,
@@ -133,6 +142,7 @@ impl Component for Nic {
                 life_drops: 0,
             });
             let vm = n.vm.as_ref().map(|name| sc.vms.iter().position(|v| &v.name == name).expect("validated") as u32);
+            let link = m.add_link();
             for q in 0..n.queues {
                 let c = n.cpus[(q as usize) % n.cpus.len()];
                 let (cpu, level) = match vm {
@@ -140,12 +150,30 @@ impl Component for Nic {
                     None => (c, Level::Host),
                 };
                 let qi = me.rxqs.len() as u32;
-                let src = m.add_vector(format!("{}.rx{q}", n.name), group, cpu, n.socket, n.moderation.gsim && gsim, P::ID, qi);
-                m.srcs[src as usize].vm = vm;
+                // Where the physical interrupt goes, and whether GSIM (on host handlers only) can see it.
+                let (target, remapped, moderated) = match (vm, n.vf_irqs) {
+                    (None, _) => (cpu, None, true),
+                    (Some(_), VfIrqs::Remapped) => {
+                        let host = n.host_cpus[(q as usize) % n.host_cpus.len()];
+                        (host, Some((host, cpu)), true)
+                    }
+                    (Some(_), _) => (cpu, None, false),
+                };
+                let src =
+                    m.add_vector(format!("{}.rx{q}", n.name), group, target, n.socket, moderated && n.moderation.gsim && gsim, P::ID, qi);
+                let v = &mut m.srcs[src as usize];
+                v.link = link;
+                match n.vf_irqs {
+                    _ if vm.is_none() => {}
+                    VfIrqs::Exit => v.vm = vm,
+                    VfIrqs::Posted => v.posted_to = Some(cpu),
+                    VfIrqs::Remapped => {}
+                }
                 let napi = m.napi_register(P::ID, qi, cpu, level);
                 me.rxqs.push(RxQueue {
                     group: g as u32,
                     socket: n.socket,
+                    link,
                     src,
                     napi,
                     rng: stream(seed, &format!("nic/{}.rx{q}", n.name)),
@@ -157,6 +185,7 @@ impl Component for Nic {
                     polling: n.moderation.kind == ModerationKind::Polling,
                     modq: QueueMod::new(&n.moderation),
                     poll_n: 0,
+                    remapped,
                 });
             }
         }
@@ -178,19 +207,42 @@ impl Component for Nic {
     }
 
     /// The hardirq handler only schedules NAPI (in `irq_exit`); DIM counts the interrupt.
-    fn handler_start<P: Has<Self>>(m: &mut Machine<P>, _s: &mut Scheduler<Ev>, _c: usize, i: u32) -> Ps {
+    fn handler_start<P: Has<Self>>(m: &mut Machine<P>, _s: &mut Scheduler<Ev>, c: usize, i: u32) -> Ps {
         let q = m.srcs[i as usize].owner_arg;
         let me = m.parts.get();
         let rx = &mut me.rxqs[q as usize];
+        if let Some((host, _)) = rx.remapped {
+            if c == host as usize {
+                return me.groups[rx.group as usize].vfio_handler; // the host's half: vfio_msihandler
+            }
+        }
         rx.modq.events += 1;
         me.groups[rx.group as usize].handler
     }
 
+    /// A remapped VF's host handler is through: KVM's irqfd posts the interrupt to the vCPU.
+    fn handler_end<P: Has<Self>>(m: &mut Machine<P>, s: &mut Scheduler<Ev>, c: usize, i: u32, level: Level) {
+        let src = &m.srcs[i as usize];
+        if src.owner != P::ID || level != Level::Host {
+            return;
+        }
+        if let Some((host, vcpu)) = m.parts.get_ref().rxqs[src.owner_arg as usize].remapped {
+            if c == host as usize {
+                let now = s.now();
+                m.post_virtual(s, i, vcpu as usize, now, 0, 0);
+            }
+        }
+    }
+
     /// `napi_schedule()` from the handler: the poll runs in this `irq_exit()`'s softirq.
     #[inline]
-    fn irq_exit<P: Has<Self>>(m: &mut Machine<P>, c: usize, i: u32, _level: Level) {
+    fn irq_exit<P: Has<Self>>(m: &mut Machine<P>, c: usize, i: u32, level: Level) {
         let q = m.srcs[i as usize].owner_arg;
-        let napi = m.parts.get_ref().rxqs[q as usize].napi;
+        let rx = &m.parts.get_ref().rxqs[q as usize];
+        if rx.remapped.is_some() && level == Level::Host {
+            return; // the host's half schedules nothing: the guest's handler will
+        }
+        let napi = rx.napi;
         m.napi_enqueue(c, napi);
     }
 
@@ -316,7 +368,7 @@ fn pkt_arrive<P: Has<Nic>>(m: &mut Machine<P>, s: &mut Scheduler<Ev>, q: u32) {
         grp.life_drops += 1;
         return;
     }
-    if m.paths.get(rx.socket as usize).is_some_and(|p| p.dma_backlog > grp.buffer) {
+    if m.paths.get(rx.socket as usize).is_some_and(|p| p.link_backlog(rx.link) > grp.buffer) {
         // The NIC's buffer holds what the path has not taken yet: it is full.
         grp.drops_buffer += 1;
         grp.life_drops += 1;
@@ -324,8 +376,8 @@ fn pkt_arrive<P: Has<Nic>>(m: &mut Machine<P>, s: &mut Scheduler<Ev>, q: u32) {
     }
     let cost = m.dma_write + bytes as Ps * grp.dma_per_kib / 1024;
     rx.landing.push_back((now, bytes));
-    let sk = rx.socket;
-    m.dma(s, DmaFor { owner: P::ID, arg: q }, cost, sk);
+    let (sk, link) = (rx.socket, rx.link);
+    m.dma(s, DmaFor { owner: P::ID, arg: q }, cost, sk, link);
 }
 
 /// An armed queue signals as its moderation allows, and is disarmed.

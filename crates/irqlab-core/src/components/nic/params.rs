@@ -48,6 +48,33 @@ pub struct Nic {
     pub per_poll: Time,
     #[serde(default)]
     pub moderation: Moderation,
+    /// How a VF's interrupts reach its VM (with `vm`): `exit` (the physical
+    /// interrupt exits the vCPU's pCPU and the hypervisor injects it), `remapped`
+    /// (a host vector on `host_cpus`: `vfio_msihandler` → eventfd → KVM's irqfd
+    /// posts it to the vCPU; GSIM can moderate it) or `posted` (VT-d posted
+    /// interrupts: straight to the vCPU, no host handler; GSIM cannot see it).
+    #[serde(default)]
+    pub vf_irqs: VfIrqs,
+    /// Host CPUs that take a remapped VF's vectors (queue q on `host_cpus[q % len]`).
+    #[serde(default)]
+    pub host_cpus: Vec<u32>,
+    /// The host handler of a remapped VF interrupt: `vfio_msihandler`,
+    /// `eventfd_signal`, `irqfd_wakeup` → `kvm_set_msi` → the posted-interrupt notification.
+    #[serde(default = "d_vfio")]
+    pub vfio_handler: Time,
+}
+
+#[derive(Clone, Copy, Debug, Default, Deserialize, Serialize, JsonSchema, PartialEq, Eq)]
+#[serde(rename_all = "lowercase")]
+pub enum VfIrqs {
+    #[default]
+    Exit,
+    Remapped,
+    Posted,
+}
+
+fn d_vfio() -> Time {
+    Time(1000 * crate::engine::time::PS_PER_NS)
 }
 
 fn d_ring() -> u32 {
@@ -87,6 +114,24 @@ pub fn check(list: &[Nic], ctx: &Ctx, names: &mut HashSet<String>) -> Check {
             }
         }
         targets(&p, &n.cpus, n.vm.as_deref(), ctx)?;
+        match (n.vf_irqs, &n.vm) {
+            (VfIrqs::Exit, _) => {}
+            (_, None) => return err(format!("{p}.vf_irqs"), "applies only to a VF (a [[nic]] with vm = ...)"),
+            (VfIrqs::Posted, Some(_)) => {}
+            (VfIrqs::Remapped, Some(_)) => {
+                if n.host_cpus.is_empty() {
+                    return err(format!("{p}.host_cpus"), "a remapped VF needs host CPUs for its host vectors");
+                }
+                for (j, &c) in n.host_cpus.iter().enumerate() {
+                    if c >= ctx.cpus || ctx.hosted.get(c as usize).is_some_and(|h| h.is_some()) {
+                        return err(
+                            format!("{p}.host_cpus[{j}]"),
+                            format!("{c}: expected a host CPU (under platform.cpus, not a VM's pCPU)"),
+                        );
+                    }
+                }
+            }
+        }
         n.moderation.check(&p)?;
     }
     Ok(())

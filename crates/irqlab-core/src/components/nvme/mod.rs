@@ -75,6 +75,14 @@ pub struct Disk {
     pub sq: VecDeque<(Ps, u32)>,
     /// I/Os in service, oldest first.
     pub in_service: VecDeque<(Ps, u32)>,
+    /// PCIe flow control: completions (data + CQE) the disk may have queued
+    /// in the root complex at once; one that finds none left keeps its
+    /// channel busy in `parked` until an earlier one lands.
+    pub credits: u32,
+    pub dma_inflight: u32,
+    /// The disk's PCIe link: its data and its CQs' MSIs, in order.
+    pub link: u32,
+    pub parked: VecDeque<(Ps, u32)>,
 }
 
 pub struct Cq {
@@ -146,11 +154,13 @@ impl Component for Nvme {
             for k in 0..n.count {
                 let d = me.disks.len() as u32;
                 let first_cq = me.cqs.len() as u32;
+                let link = m.add_link();
                 for q in 0..n.queues {
                     let v = k * n.queues + q;
                     let cpu = n.cpus[(v as usize) % n.cpus.len()];
                     let cqi = me.cqs.len() as u32;
                     let src = m.add_vector(format!("{}.{k}.q{q}", n.name), group, cpu, n.socket, n.moderation.gsim && gsim, P::ID, cqi);
+                    m.srcs[src as usize].link = link;
                     me.cqs.push(Cq {
                         disk: d,
                         socket: n.socket,
@@ -191,6 +201,10 @@ impl Component for Nvme {
                     busy: 0,
                     sq: VecDeque::new(),
                     in_service: VecDeque::new(),
+                    credits: n.dma_credits,
+                    link,
+                    dma_inflight: 0,
+                    parked: VecDeque::new(),
                 };
                 for q in first_cq..me.cqs.len() as u32 {
                     let cq = &mut me.cqs[q as usize];
@@ -249,9 +263,17 @@ impl Component for Nvme {
     /// A completion entry landed in host memory: the controller may signal.
     fn dma_landed<P: Has<Self>>(m: &mut Machine<P>, s: &mut Scheduler<Ev>, q: u32) {
         let now = s.now();
-        let cq = &mut m.parts.get().cqs[q as usize];
+        let me = m.parts.get();
+        let cq = &mut me.cqs[q as usize];
         let t = cq.landing.pop_front().expect("a landed DMA per completion in flight");
         cq.posted.push_back(t);
+        let d = cq.disk;
+        let disk = &mut me.disks[d as usize];
+        disk.dma_inflight -= 1;
+        if let Some(io) = disk.parked.pop_front() {
+            dma_out(m, s, d, io);
+        }
+        let cq = &mut m.parts.get().cqs[q as usize];
         if cq.polled {
             poll_soon(m, s, q);
             return;
@@ -307,7 +329,7 @@ impl Component for Nvme {
     /// Every I/O the jobs own is somewhere: queued, in service, landing, posted or held back.
     fn audit<P: Has<Self>>(m: &mut Machine<P>) {
         let me = m.parts.get_ref();
-        m.audit.ios_found = me.disks.iter().map(|d| (d.sq.len() + d.in_service.len()) as u64).sum::<u64>()
+        m.audit.ios_found = me.disks.iter().map(|d| (d.sq.len() + d.in_service.len() + d.parked.len()) as u64).sum::<u64>()
             + me.cqs
                 .iter()
                 .map(|q| (q.landing.len() + q.posted.len() + q.backlog.len()) as u64 + q.submitting.iter().map(|&n| n as u64).sum::<u64>())
@@ -332,15 +354,28 @@ fn disk_kick<P: Has<Nvme>>(m: &mut Machine<P>, s: &mut Scheduler<Ev>, d: u32) {
 
 /// A channel finished an I/O: DMA its data and completion entry.
 fn disk_done<P: Has<Nvme>>(m: &mut Machine<P>, s: &mut Scheduler<Ev>, d: u32) {
+    let disk = &mut m.parts.get().disks[d as usize];
+    let io = disk.in_service.pop_front().expect("a DiskDone per I/O in service");
+    if disk.dma_inflight >= disk.credits {
+        // The root complex has no room: the data stays in the device, holding its channel.
+        disk.parked.push_back(io);
+        return;
+    }
+    dma_out(m, s, d, io);
+}
+
+/// Sends a finished I/O's data and completion entry up the link; its channel is free again.
+fn dma_out<P: Has<Nvme>>(m: &mut Machine<P>, s: &mut Scheduler<Ev>, d: u32, (submitted, cq): (Ps, u32)) {
     let me = m.parts.get();
     let disk = &mut me.disks[d as usize];
-    let (submitted, cq) = disk.in_service.pop_front().expect("a DiskDone per I/O in service");
     disk.busy -= 1;
+    disk.dma_inflight += 1;
+    let link = disk.link;
     let c = &mut me.cqs[cq as usize];
     c.landing.push_back(submitted);
     let sk = c.socket;
     let cost = m.dma_write;
-    m.dma(s, DmaFor { owner: P::ID, arg: cq }, cost, sk);
+    m.dma(s, DmaFor { owner: P::ID, arg: cq }, cost, sk, link);
     disk_kick(m, s, d);
 }
 

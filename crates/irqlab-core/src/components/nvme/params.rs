@@ -73,12 +73,21 @@ pub struct Nvme {
     /// 0: not CPU-modelled (resubmitted after `fio.resubmit`).
     #[serde(default)]
     pub submit: Time,
+    /// PCIe flow control: finished I/Os (4 KiB of data and a CQE each) a disk
+    /// may have queued in the root complex; beyond them the data waits in the
+    /// device, holding its flash channel, instead of queueing without bound.
+    #[serde(default = "d_credits")]
+    pub dma_credits: u32,
     /// Queue depth of each CQ; at most this many I/Os per queue are outstanding.
     #[serde(default = "d_depth")]
     pub depth: u32,
     pub fio: Fio,
     #[serde(default)]
     pub moderation: Moderation,
+}
+
+fn d_credits() -> u32 {
+    8
 }
 
 fn d_poll() -> Time {
@@ -102,6 +111,7 @@ pub fn check(list: &[Nvme], ctx: &Ctx, names: &mut HashSet<String>) -> Check {
             ("queues", n.queues, 1, 128),
             ("channels", n.channels.unwrap_or(1), 1, 65536),
             ("depth", n.depth, 1, 65535),
+            ("dma_credits", n.dma_credits, 1, 4096),
             ("fio.jobs", n.fio.jobs, 1, 4096),
             ("fio.iodepth", n.fio.iodepth, 1, 65535),
         ] {

@@ -98,3 +98,39 @@ fn bad_service_parameters_are_refused_with_their_key() {
         assert!(e.0.contains(key), "{sets:?}: {}", e.0);
     }
 }
+
+/// PCIe flow control: a disk has at most `dma_credits` completions queued in
+/// the root complex, so the path's queue (and a write's wait in it) is bounded
+/// by the credits and the vectors, whatever the load; with many credits more
+/// data queues there, and an MSI (in order on its link) waits behind it.
+#[test]
+fn dma_credits_bound_what_waits_in_the_root_complex() {
+    let busy = format!("{DISK}\n[fabric]\nmsi_write = \"325ns\"\ndma_write = \"40ns\"\n")
+        .replace("queues = 2", "queues = 4\ncount = 2")
+        .replace("cpus = [0, 1]", "cpus = [0, 1]\ndma_credits = 2");
+    // Cheap handlers, so that the path (not the CPUs) is the limit: 2.6 M MSI/s and 3.3 M I/Os/s saturate it.
+    let sets = [
+        "nvme.0.fio.jobs=8",
+        "nvme.0.fio.iodepth=64",
+        "nvme.0.submit=0ns",
+        "nvme.0.latency=8us",
+        "nvme.0.iops=4M",
+        "nvme.0.per_cqe=20ns",
+        "nvme.0.handler=100ns",
+        "cpu.irq_entry=50ns",
+        "cpu.irq_exit=50ns",
+    ];
+    let bounded = go(&busy, &sets);
+    // At most 2 disks x 2 credits of DMA (40 ns) and 8 vectors' MSIs (325 ns) ahead of a write, and one in service.
+    assert!(bounded.report.metrics["fabric.utilisation"] > 0.99);
+    let max = bounded.report.histograms["fabric_wait"].max;
+    assert!(max < (4.0 * 40.0 + 9.0 * 325.0) * 1.05, "max wait {max} ns");
+    let mut loose = sets.to_vec();
+    loose.push("nvme.0.dma_credits=4096");
+    let unbounded = go(&busy, &loose);
+    // Behind more of their link's data, MSIs wait longer and each finds more completions: fewer MSIs, more I/O.
+    let (u, b) = (&unbounded.report.metrics, &bounded.report.metrics);
+    assert!(unbounded.report.histograms["fabric_wait"].max > 2.0 * max);
+    assert!(u["interrupts_per_s"] / u["nvme.ssd.iops"] < 0.8 * b["interrupts_per_s"] / b["nvme.ssd.iops"]);
+    assert!(u["nvme.ssd.iops"] > b["nvme.ssd.iops"]);
+}
