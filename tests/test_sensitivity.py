@@ -210,3 +210,38 @@ def test_reproduce_draws_a_tornado_per_m5_figure(bundled_report) -> None:
     assert 'alt="m5-nvme-8ssd: tornado of nvme.ssd.iops"' in page
     assert 'alt="m5-nic-100g: tornado of nic.eth.goodput_gbps"' in page
     assert "sensitivity of m5-nvme-8ssd, m5-nic-100g (24 runs)" in p.stdout
+
+
+def test_credits_and_the_device_ceiling_move_iops_the_way_the_mechanism_says(tmp_path: Path) -> None:
+    # Without moderation: more PCIe credits let an MSI wait behind more of its
+    # disk's data, so each interrupt finds more completions and IOPS rise.
+    out = tmp_path / "credits.json"
+    assert_ok(
+        run_cli(
+            "sensitivity", NVME, "--param", "nvme.0.dma_credits", "--metric", "nvme.ssd.iops", *SHORT, "--json", out
+        )
+    )
+    doc = json.loads(out.read_text())
+    assert _run(doc, "nvme.0.dma_credits", 0.5)["change"]["nvme.ssd.iops"] < 0
+    assert _run(doc, "nvme.0.dma_credits", 2.0)["change"]["nvme.ssd.iops"] > 0
+    # Under GSIM the disks, not the platform, are the limit: half their ceiling, about half the IOPS.
+    gsim = ["--set", "gsim.delay_us=200"]
+    out = tmp_path / "iops.json"
+    assert_ok(
+        run_cli(
+            "sensitivity",
+            NVME,
+            "--param",
+            "nvme.0.iops",
+            "--factor",
+            "0.5",
+            "--metric",
+            "nvme.ssd.iops",
+            *gsim,
+            *SHORT,
+            "--json",
+            out,
+        )
+    )
+    half = _run(json.loads(out.read_text()), "nvme.0.iops", 0.5)["change"]["nvme.ssd.iops"]
+    assert -0.55 < half < -0.4, half
