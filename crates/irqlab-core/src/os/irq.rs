@@ -54,7 +54,14 @@ impl<P: Parts> Machine<P> {
 
     /// The handler starts now: counts the interrupt and its latency; returns the handler's length.
     #[inline(always)]
-    fn handler_start(&mut self, s: &mut Scheduler<Ev>, c: usize, i: u32, level: Level, origin: crate::engine::Ps) -> crate::engine::Ps {
+    pub(crate) fn handler_start(
+        &mut self,
+        s: &mut Scheduler<Ev>,
+        c: usize,
+        i: u32,
+        level: Level,
+        origin: crate::engine::Ps,
+    ) -> crate::engine::Ps {
         let now = s.now();
         let lat = now - origin;
         match level {
@@ -129,15 +136,22 @@ impl<P: Parts> Machine<P> {
         }
     }
 
-    /// `irq_exit()`: raise the handler's softirq work and run it unless we are
-    /// still in interrupt context; then, returning to user, maybe reschedule.
-    fn irq_exit(&mut self, s: &mut Scheduler<Ev>, c: usize, level: Level, i: u32) {
-        let lv = level as usize;
-        self.cpus[c].softirq_work[lv] += self.srcs[i as usize].softirq;
+    /// What source `i`'s handler leaves for its `irq_exit()`: its softirq work,
+    /// and its owner's hook (a NIC queue's NAPI).
+    #[inline(always)]
+    pub(crate) fn raise_exit_work(&mut self, c: usize, level: Level, i: u32) {
+        self.cpus[c].softirq_work[level as usize] += self.srcs[i as usize].softirq;
         let owner = self.srcs[i as usize].owner;
         if owner != NO_OWNER {
             P::irq_exit(self, c, i, level, owner);
         }
+    }
+
+    /// `irq_exit()`: raise the handler's softirq work and run it unless we are
+    /// still in interrupt context; then, returning to user, maybe reschedule.
+    fn irq_exit(&mut self, s: &mut Scheduler<Ev>, c: usize, level: Level, i: u32) {
+        let lv = level as usize;
+        self.raise_exit_work(c, level, i);
         let work = self.cpus[c].softirq_work[lv];
         let top = *self.cpus[c].top();
         if top.level == level {

@@ -8,7 +8,7 @@ use crate::engine::time::Ps;
 use crate::engine::Scheduler;
 use crate::platform::cpu::Level;
 use crate::platform::machine::{Ev, Machine};
-use crate::platform::parts::{Parts, NO_OWNER};
+use crate::platform::parts::Parts;
 
 impl<P: Parts> Machine<P> {
     /// `disable_irq_nosync()`, lazily; returns whether it was enabled.
@@ -40,15 +40,15 @@ impl<P: Parts> Machine<P> {
         let src = &mut self.srcs[i as usize];
         src.disabled = false;
         let ran = if std::mem::take(&mut src.sw_pending) {
-            src.handled += 1;
-            let (flow, events, owner, handler, raised) = (src.flow, std::mem::take(&mut src.events), src.owner, src.handler, src.raised);
-            self.note_delivery(flow, events);
-            // The interrupt is handled now: it counts, with its latency, as one taken through the flow.
+            let raised = src.raised;
+            // As `take_physical`: an SDEI event is delivered when its handler starts.
+            if !src.sdei {
+                let (flow, events) = (src.flow, std::mem::take(&mut src.events));
+                self.note_delivery(flow, events);
+            }
             self.n.run_from_timer += 1;
-            self.n.host_irqs += 1;
-            self.n.irq_latency.record(s.now() - raised);
-            self.cpus[c].irqs += 1;
-            Some(if owner == NO_OWNER { handler } else { P::handler_start(self, s, c, i, owner) })
+            // The interrupt is handled now: it counts, with its latency, as one taken through the flow.
+            Some(self.handler_start(s, c, i, Level::Host, raised))
         } else {
             None
         };
@@ -63,10 +63,6 @@ impl<P: Parts> Machine<P> {
     /// which runs on the exit of the interrupt whose callback ran it.
     pub fn end_run(&mut self, s: &mut Scheduler<Ev>, c: usize, i: u32) {
         P::handler_end(self, s, c, i, Level::Host);
-        self.cpus[c].softirq_work[0] += self.srcs[i as usize].softirq;
-        let owner = self.srcs[i as usize].owner;
-        if owner != NO_OWNER {
-            P::irq_exit(self, c, i, Level::Host, owner);
-        }
+        self.raise_exit_work(c, Level::Host, i);
     }
 }

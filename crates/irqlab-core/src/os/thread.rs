@@ -61,9 +61,4 @@ impl<P: Parts> Machine<P> {
         self.pop_frame(s, c);
         P::thread_done(self, s, c, owner, arg);
     }
-
-    /// Thread work queued and not started, over every CPU (for the audit).
-    pub fn threads_queued(&self) -> impl Iterator<Item = &(u8, u32, Ps)> {
-        self.cpus.iter().flat_map(|c| c.threads.iter())
-    }
 }

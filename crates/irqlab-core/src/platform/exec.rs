@@ -47,7 +47,7 @@ impl<P: Parts> Machine<P> {
                 continue;
             }
             // Only the idle loop runs for ever: it gives way to threads and ksoftirqd.
-            if left == NEVER && self.cpus[c].top().work == Work::Idle && self.idle_work(s, c) {
+            if left == NEVER && self.idle_work(s, c) {
                 continue;
             }
             let cpu = &mut self.cpus[c];

@@ -38,19 +38,26 @@ impl<P: Parts> Machine<P> {
     /// Makes the virtual interrupt pending for the vCPU (a list register), or
     /// merges into the one already pending.
     fn inject(&mut self, c: usize, i: u32, f: Frame) {
+        let moved = std::mem::take(&mut self.srcs[i as usize].inflight);
+        self.vpend(c, i, f.origin, f.flow, moved);
+    }
+
+    /// Source `i`'s virtual interrupt pending at pCPU `c`, or merged into the
+    /// one already pending; returns whether it is newly pending.
+    fn vpend(&mut self, c: usize, i: u32, raised: Ps, flow: u64, events: u32) -> bool {
         let src = &mut self.srcs[i as usize];
-        let moved = std::mem::take(&mut src.inflight);
         if src.vpending {
-            src.vevents += moved;
+            src.vevents += events;
             self.n.vmerged += 1;
-            return;
+            return false;
         }
         src.vpending = true;
-        src.vraised = f.origin;
-        src.vflow = f.flow;
-        src.vevents = moved;
+        src.vraised = raised;
+        src.vflow = flow;
+        src.vevents = events;
         let prio = src.prio;
         self.cpus[c].vpending.push(i, prio);
+        true
     }
 
     /// A virtual interrupt for source `i` made pending at pCPU `c` (its vCPU's)
@@ -60,18 +67,10 @@ impl<P: Parts> Machine<P> {
     /// when it next runs. `events` and `flow` are what the guest's handler
     /// delivers (0 when a host handler already counted the write).
     pub fn post_virtual(&mut self, s: &mut Scheduler<Ev>, i: u32, c: usize, raised: Ps, flow: u64, events: u32) {
-        let src = &mut self.srcs[i as usize];
-        if src.vpending {
-            src.vevents += events;
-            self.n.vmerged += 1;
+        if !self.vpend(c, i, raised, flow, events) {
             return;
         }
-        src.vpending = true;
-        src.vraised = raised;
-        src.vflow = flow;
-        src.vevents = events;
-        let prio = src.prio;
-        self.cpus[c].vpending.push(i, prio);
+        let prio = self.srcs[i as usize].prio;
         let top = *self.cpus[c].top();
         if top.level == Level::Guest && top.mask.admits(prio) {
             self.pause_top(s, c);
