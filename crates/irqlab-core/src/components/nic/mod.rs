@@ -150,25 +150,20 @@ impl Component for Nic {
                     None => (c, Level::Host),
                 };
                 let qi = me.rxqs.len() as u32;
-                // Where the physical interrupt goes, and whether GSIM (on host handlers only) can see it.
-                let (target, remapped, moderated) = match (vm, n.vf_irqs) {
-                    (None, _) => (cpu, None, true),
+                // Where the physical interrupt goes: a host handler (GSIM can moderate it), an exit, or the guest.
+                let (target, remapped, exits, posted_to) = match (vm, n.vf_irqs) {
+                    (None, _) => (cpu, None, None, None),
+                    (Some(_), VfIrqs::Exit) => (cpu, None, vm, None),
+                    (Some(_), VfIrqs::Posted) => (cpu, None, None, Some(cpu)),
                     (Some(_), VfIrqs::Remapped) => {
                         let host = n.host_cpus[(q as usize) % n.host_cpus.len()];
-                        (host, Some((host, cpu)), true)
+                        (host, Some((host, cpu)), None, None)
                     }
-                    (Some(_), _) => (cpu, None, false),
                 };
-                let src =
-                    m.add_vector(format!("{}.rx{q}", n.name), group, target, n.socket, moderated && n.moderation.gsim && gsim, P::ID, qi);
+                let moderated = exits.is_none() && posted_to.is_none() && n.moderation.gsim && gsim;
+                let src = m.add_vector(format!("{}.rx{q}", n.name), group, target, n.socket, moderated, P::ID, qi);
                 let v = &mut m.srcs[src as usize];
-                v.link = link;
-                match n.vf_irqs {
-                    _ if vm.is_none() => {}
-                    VfIrqs::Exit => v.vm = vm,
-                    VfIrqs::Posted => v.posted_to = Some(cpu),
-                    VfIrqs::Remapped => {}
-                }
+                (v.link, v.vm, v.posted_to) = (link, exits, posted_to);
                 let napi = m.napi_register(P::ID, qi, cpu, level);
                 me.rxqs.push(RxQueue {
                     group: g as u32,

@@ -236,9 +236,7 @@ impl Component for Nvme {
     /// `nvme_irq()`: reap every posted entry; returns the handler's length.
     fn handler_start<P: Has<Self>>(m: &mut Machine<P>, s: &mut Scheduler<Ev>, c: usize, i: u32) -> Ps {
         let q = m.srcs[i as usize].owner_arg;
-        let (n, per_cqe) = reap_entries(m, s, c, q);
-        let g = &m.parts.get_ref().groups[m.parts.get_ref().disks[m.parts.get_ref().cqs[q as usize].disk as usize].group as usize];
-        g.handler + n * per_cqe
+        reap_entries(m, s, c, q).1
     }
 
     /// The handler wrote the CQ head doorbell: entries that landed meanwhile signal anew.
@@ -414,8 +412,9 @@ fn poll_soon<P: Has<Nvme>>(m: &mut Machine<P>, s: &mut Scheduler<Ev>, q: u32) {
 }
 
 /// Reaps every posted entry of CQ `q` on CPU `c` (in `nvme_irq`, or a poll
-/// pass) and hands them to their jobs; returns how many, and the hardirq cost
-/// of each (0 when polled: the thread's resubmission work carries it).
+/// pass) and hands them to their jobs; returns how many, and the length of
+/// `nvme_irq` that reaped them (a poll pass ignores it: its thread work
+/// carries `per_cqe`).
 fn reap_entries<P: Has<Nvme>>(m: &mut Machine<P>, s: &mut Scheduler<Ev>, c: usize, q: u32) -> (u64, Ps) {
     let now = s.now();
     let me = m.parts.get();
@@ -430,21 +429,22 @@ fn reap_entries<P: Has<Nvme>>(m: &mut Machine<P>, s: &mut Scheduler<Ev>, c: usiz
         cq.outstanding -= 1;
     }
     let (submit, per_cqe, polled) = (grp.submit, grp.per_cqe, cq.polled);
+    let irq = grp.handler + n * per_cqe;
     if n == 0 {
-        return (0, per_cqe);
+        return (0, irq);
     }
     // A polled reap is the thread's own work: it costs per_cqe there, with the submissions.
     let thread = if polled { submit + per_cqe } else { submit };
     if thread > 0 {
         cq.submitting.push_back(n as u32);
         m.thread_work(s, c, P::ID, q, n * thread);
-        return (n, per_cqe);
+        return (n, irq);
     }
     // Not CPU-modelled: each job resubmits after the fixed delay; it counts from then.
     let at = now + grp.resubmit;
     cq.backlog.extend(std::iter::repeat_n(at, n as usize));
     admit(m, s, q);
-    (n, per_cqe)
+    (n, irq)
 }
 
 /// The job threads' submissions of a reaped batch went in: the I/Os enter the SQ now.
