@@ -141,3 +141,16 @@ pub fn to_json(sc: &Scenario, out: &RunOutput) -> String {
     })
     .expect("reports serialize (non-finite numbers are avoided upstream)")
 }
+
+/// For tests: runs a scenario text with `--set`-style overrides, audited, and
+/// checks what every run must keep (time never goes back; no write handed to
+/// a handler twice).
+#[cfg(test)]
+pub(crate) fn run_audited(toml: &str, sets: &[&str]) -> RunOutput {
+    let sets: Vec<String> = sets.iter().map(|s| s.to_string()).collect();
+    let sc = crate::scenario::load(toml, "test.toml", &sets).unwrap_or_else(|e| panic!("{sets:?}: {e}"));
+    let out = run(&sc, RunOptions { audit: true, ..Default::default() });
+    assert_eq!(out.audit.time_reversals, 0, "{sets:?}");
+    assert_eq!(out.audit.double_deliveries, 0, "{sets:?}");
+    out
+}

@@ -2,17 +2,8 @@
 //! packet, every source GSIM disables is re-enabled, and at low load GSIM
 //! adaptive changes nothing.
 
-use crate::run::{run, RunOptions, RunOutput};
+use crate::run::{run, run_audited as go, RunOptions};
 use crate::scenario::load;
-
-fn go(toml: &str, sets: &[&str]) -> RunOutput {
-    let sets: Vec<String> = sets.iter().map(|s| s.to_string()).collect();
-    let sc = load(toml, "m5.toml", &sets).expect("valid scenario");
-    let out = run(&sc, RunOptions { audit: true, ..Default::default() });
-    assert_eq!(out.audit.time_reversals, 0);
-    assert_eq!(out.audit.double_deliveries, 0);
-    out
-}
 
 const NVME: &str = r#"
 name = "nvme"
