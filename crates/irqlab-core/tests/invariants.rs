@@ -263,6 +263,7 @@ struct Devices {
     nvme: Option<(u32, u32, u32, u32, u32, u32, u32)>, // (disks, queues, jobs, iodepth, moderation 0..3, service cv 0..2, submit 0..2)
     nic: Option<(u32, u32, u32, u32, u32, u32)>, // (queues, gbps, moderation 0..4, VM 0..4: no, exits, remapped, posted, ring, per-packet ns)
     gsim: (u32, u32),                            // (delay us, 0 = off; target k/s)
+    posted: bool,                                // Intel posted MSI for the host's vectors
 }
 
 fn devices() -> impl Strategy<Value = Devices> {
@@ -273,9 +274,18 @@ fn devices() -> impl Strategy<Value = Devices> {
         proptest::option::of((1u32..3, 1u32..4, 1u32..4, 1u32..9, 0u32..4, 0u32..3, 0u32..3)),
         proptest::option::of((1u32..4, 1u32..25, 0u32..4, 0u32..4, 4u32..256, 50u32..2000)),
         (0u32..150, 0u32..500),
+        any::<bool>(),
     )
-        .prop_filter("some device", |(_, _, _, nvme, nic, _)| nvme.is_some() || nic.is_some())
-        .prop_map(|(cpus, sockets, dma, nvme, nic, gsim)| Devices { cpus, sockets: sockets.min(cpus), dma, nvme, nic, gsim })
+        .prop_filter("some device", |(_, _, _, nvme, nic, _, _)| nvme.is_some() || nic.is_some())
+        .prop_map(|(cpus, sockets, dma, nvme, nic, gsim, posted)| Devices {
+            cpus,
+            sockets: sockets.min(cpus),
+            dma,
+            nvme,
+            nic,
+            gsim,
+            posted,
+        })
 }
 
 fn device_scenario(d: &Devices) -> String {
@@ -322,6 +332,9 @@ fn device_scenario(d: &Devices) -> String {
             "[[nic]]\nname = \"eth\"\nqueues = {queues}\ngbps = {gbps}\nring = {ring}\n{place}\nhandler = \"300ns\"\n\
              per_packet = \"{per_packet}ns\"\nper_poll = \"200ns\"\n[nic.moderation]\n{m}\n"
         );
+    }
+    if d.posted {
+        t += "[posted_msi]\n";
     }
     if d.gsim.0 > 0 {
         t += &format!("[gsim]\ndelay_us = {}\ntarget_intr_rate = \"{}k/s\"\n", d.gsim.0, d.gsim.1);

@@ -12,6 +12,7 @@ pub mod kvm_x86;
 pub mod moderation;
 pub mod nic;
 pub mod nvme;
+pub mod posted_msi;
 pub mod spe;
 pub mod vblk;
 
@@ -20,6 +21,7 @@ crate::parts! {
         crosscall: crosscall::CrossCalls,
         nvme: nvme::Nvme,
         nic: nic::Nic,
+        posted_msi: posted_msi::PostedMsi,
         gsim: moderation::GlobalModeration,
         hypervisor: hypervisor::Hypervisor,
         gic: gicv4::Gic,

@@ -116,6 +116,15 @@ impl<P: Parts> Machine<P> {
 
     pub fn irq_phase_done(&mut self, s: &mut Scheduler<Ev>, c: usize, i: u32, phase: IrqPhase, f: Frame) {
         if phase == IrqPhase::Handler && (self.srcs[i as usize].special || self.srcs[i as usize].gsim) {
+            // (Only owned sources continue, and they are `special`: plain ones pay no test.)
+            let src = &self.srcs[i as usize];
+            if src.continues {
+                let more = P::handler_continue(self, s, c, i, src.owner);
+                if more > 0 {
+                    let m = self.irq_mask(i, IrqPhase::Handler);
+                    return self.set_phase(s, c, Work::Irq { src: i, phase: IrqPhase::Handler }, m, more);
+                }
+            }
             P::handler_end(self, s, c, i, f.level);
         }
         match phase {

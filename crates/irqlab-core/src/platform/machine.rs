@@ -13,7 +13,7 @@ use crate::engine::{Model, Protocol, Scheduler};
 use crate::platform::cpu::{Cpu, Frame, Level, Mask, Prio, Work};
 use crate::platform::fabric::Fabric;
 use crate::platform::pmr::PmrTax;
-use crate::platform::source::Source;
+use crate::platform::source::{Source, NO_OWNER};
 use crate::scenario::{Arrival, Masking, Scenario};
 use crate::workload::TaskState;
 use std::collections::{BTreeMap, HashSet};
@@ -53,6 +53,8 @@ pub trait Parts: Default + Sized {
     fn handler_start(m: &mut Machine<Self>, s: &mut Scheduler<Ev>, c: usize, i: u32, owner: u8) -> Ps;
     fn handler_end(m: &mut Machine<Self>, s: &mut Scheduler<Ev>, c: usize, i: u32, level: Level);
     fn irq_exit(m: &mut Machine<Self>, c: usize, i: u32, level: Level, owner: u8);
+    fn handler_continue(m: &mut Machine<Self>, s: &mut Scheduler<Ev>, c: usize, i: u32, owner: u8) -> Ps;
+    fn msi_posted(m: &mut Machine<Self>, s: &mut Scheduler<Ev>, i: u32, poster: u8);
     fn dma_landed(m: &mut Machine<Self>, s: &mut Scheduler<Ev>, owner: u8, arg: u32);
     fn napi_poll(m: &mut Machine<Self>, owner: u8, arg: u32) -> Ps;
     fn napi_done(m: &mut Machine<Self>, s: &mut Scheduler<Ev>, owner: u8, arg: u32) -> bool;
@@ -241,6 +243,7 @@ impl<P: Parts> Machine<P> {
                 src.vm = vm;
                 src.softirq = s.softirq.ps();
                 src.special = false;
+                src.msi = !s.nmi;
                 src.track = track;
                 srcs.push(src);
             }
@@ -356,6 +359,7 @@ impl<P: Parts> Machine<P> {
         let v = &mut self.srcs[i as usize];
         v.socket = socket;
         v.gsim = gsim;
+        v.msi = true;
         i
     }
 
@@ -431,6 +435,12 @@ impl<P: Parts> Machine<P> {
             src.masked = true;
             self.n.masked_while_disabled += 1;
             return;
+        }
+        if src.poster != NO_OWNER {
+            // The pending bit is the descriptor's PIR bit: later writes merge into it.
+            src.pending = true;
+            let poster = src.poster;
+            return P::msi_posted(self, s, i, poster);
         }
         self.pend(s, i);
     }

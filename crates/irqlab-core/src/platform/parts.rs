@@ -88,6 +88,21 @@ pub trait Component: Default + Sized {
         m.srcs[i as usize].handler
     }
 
+    /// The handler of an owned source marked `continues` ran its length: more
+    /// of it to run (a loop in the handler that looks again, as the posted-MSI
+    /// notification does), or 0 when it is through.
+    #[inline]
+    fn handler_continue<P: Has<Self>>(_m: &mut Machine<P>, _s: &mut Scheduler<Ev>, _c: usize, _i: u32) -> Ps {
+        0
+    }
+
+    /// A message for source `i`, whose `poster` this component is, reached the
+    /// remapping unit and set its pending bit (the descriptor's PIR bit); the
+    /// component notifies the CPU.
+    fn msi_posted<P: Has<Self>>(_m: &mut Machine<P>, _s: &mut Scheduler<Ev>, i: u32) {
+        unreachable!("source {i} names a poster that does not post")
+    }
+
     /// After the handler of a source that is owned or moderated (`Source::special`
     /// or `Source::gsim`), on every component, before `irq_exit()`.
     #[inline]
@@ -184,6 +199,8 @@ macro_rules! parts {
                 $( <$ty as $crate::platform::parts::Component>::start(m, s); )+
             }
             #[inline]
+            // A component with `NoEvent` makes its arm unreachable.
+            #[allow(unreachable_code, unused_variables)]
             fn handle(m: &mut $crate::platform::machine::Machine<Self>, s: &mut $crate::engine::Scheduler<$crate::platform::machine::Ev>, part: u8, code: u8, arg: u32) {
                 $( if part == <Self as $crate::platform::parts::Has<$ty>>::ID {
                     let ev = <<$ty as $crate::platform::parts::Component>::Ev as $crate::platform::parts::PartEvent>::from_code(code);
@@ -207,6 +224,19 @@ macro_rules! parts {
                 $( if owner == <Self as $crate::platform::parts::Has<$ty>>::ID {
                     return <$ty as $crate::platform::parts::Component>::irq_exit(m, c, i, level);
                 } )+
+            }
+            #[inline]
+            fn handler_continue(m: &mut $crate::platform::machine::Machine<Self>, s: &mut $crate::engine::Scheduler<$crate::platform::machine::Ev>, c: usize, i: u32, owner: u8) -> $crate::engine::Ps {
+                $( if owner == <Self as $crate::platform::parts::Has<$ty>>::ID {
+                    return <$ty as $crate::platform::parts::Component>::handler_continue(m, s, c, i);
+                } )+
+                0
+            }
+            fn msi_posted(m: &mut $crate::platform::machine::Machine<Self>, s: &mut $crate::engine::Scheduler<$crate::platform::machine::Ev>, i: u32, poster: u8) {
+                $( if poster == <Self as $crate::platform::parts::Has<$ty>>::ID {
+                    return <$ty as $crate::platform::parts::Component>::msi_posted(m, s, i);
+                } )+
+                unreachable!("a poster that is not registered");
             }
             fn dma_landed(m: &mut $crate::platform::machine::Machine<Self>, s: &mut $crate::engine::Scheduler<$crate::platform::machine::Ev>, owner: u8, arg: u32) {
                 $( if owner == <Self as $crate::platform::parts::Has<$ty>>::ID {

@@ -31,6 +31,15 @@ pub struct Source {
     /// Posted to the guest (VT-d posted interrupts): the remapping unit makes it
     /// pending for the vCPU on this pCPU, with no host handler and no exit.
     pub posted_to: Option<u32>,
+    /// The component that posts this vector's messages for the host (Intel
+    /// posted MSI: the IRTE posts into a per-CPU descriptor and the CPU gets one
+    /// notification), `NO_OWNER` for delivery through the local APIC.
+    pub poster: u8,
+    /// A device's MSI or MSI-X vector, written through the fabric (not an NMI,
+    /// an IPI or a local timer): what the remapping unit can post.
+    pub msi: bool,
+    /// Its owner's handler may run on (`handler_continue`): a handler that loops.
+    pub continues: bool,
     pub handler: Ps,
     pub softirq: Ps,
     pub prio: Prio,
@@ -142,6 +151,9 @@ impl Source {
             socket: 0,
             link: 0,
             posted_to: None,
+            poster: NO_OWNER,
+            msi: false,
+            continues: false,
             special: true,
             pending: false,
             raised: 0,

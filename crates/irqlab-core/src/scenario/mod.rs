@@ -77,6 +77,9 @@ pub struct Scenario {
     /// Global software interrupt moderation (M5).
     #[serde(default)]
     pub gsim: Option<Gsim>,
+    /// Intel posted MSI for the host's device interrupts (M5).
+    #[serde(default)]
+    pub posted_msi: Option<crate::components::posted_msi::params::PostedMsi>,
     /// NVMe SSDs with fio-like jobs (M5).
     #[serde(default)]
     pub nvme: Vec<Nvme>,
@@ -281,6 +284,9 @@ impl Scenario {
         crate::components::nic::params::check(&self.nic, ctx, &mut device_names)?;
         if let Some(g) = &self.gsim {
             g.check(ctx)?;
+        }
+        if let Some(p) = &self.posted_msi {
+            p.check()?;
         }
         if let Some(k) = &self.kvm {
             k.check()?;
