@@ -55,6 +55,8 @@ def test_every_example_runs_and_has_the_design_shape(path, tmp_path):
     assert doc["metrics"]["sim_s"] > 0
     # The summary printed for people names the metrics it shows.
     assert "interrupts" in p.stdout and doc["scenario"] in p.stdout
+    # Every example is long enough for its warm-up (irqlab run's short-run warning).
+    assert "lengthen duration" not in p.stderr, p.stderr
 
 
 def test_small_has_interrupts_and_latency_histograms(small, tmp_path):

@@ -88,6 +88,26 @@ def prepare(files: list[Path]) -> list[FigureRun]:
     return runs
 
 
+def variant_overrides(path: Path, name: str) -> list[str]:
+    """The overrides of the run `prepare` makes of `path` for the variant called
+    `name`: a `[[variants.run]]` of that name, else the run of the `[[expect]]`
+    entry of that name (its `set`). A name the file does not have is a
+    UserError naming the ones it has."""
+    runs = prepare([path])
+    for r in runs:
+        if r.variant == name:
+            return list(r.overrides)
+    for r in runs:
+        if r.variant is None and any(e.get("name") == name for e in r.expects):
+            return list(r.overrides)
+    variants = [f'"{r.variant}"' for r in runs if r.variant is not None]
+    expects = [f'"{e["name"]}"' for r in runs if r.variant is None for e in r.expects if e.get("name")]
+    known = "; ".join(
+        f"{kind}: {', '.join(names)}" for kind, names in (("variants", variants), ("expectations", expects)) if names
+    )
+    raise UserError(f"--variant {name!r}: no such variant in {path}; " + (known or "it has no [[variants.run]]"))
+
+
 def execute(runs: list[FigureRun], workers: int, advance: Callable[[], None]) -> None:
     """Run every run on a thread pool (the core releases the GIL), storing each
     result on its run: completion order cannot change what a run holds."""

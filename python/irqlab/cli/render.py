@@ -68,21 +68,43 @@ def hist_table(hists: dict[str, dict[str, Any]]) -> Table:
     return t
 
 
-def print_result(result: dict[str, Any]) -> None:
-    """A human summary of a result: where it comes from, metrics, then histogram percentiles."""
+def print_header(result: dict[str, Any], variant: str | None = None) -> None:
+    """Where a result comes from: scenario (and variant), seed, version, and the parameters' statuses."""
     prov = result.get("provenance") or {}
     name = escape(str(result.get("scenario", "?")))
-    head = f"[bold]{name}[/bold]  seed {result.get('seed')}  irqlab {result.get('version')}"
+    head = f"[bold]{name}[/bold]"
+    if variant is not None:
+        head += f'  variant "{escape(variant)}"'
+    head += f"  seed {result.get('seed')}  irqlab {result.get('version')}"
     if prov:
-        head += f" ({prov.get('commit')})"
-    out.print(head)
+        # The commit's short form (all of it is in the JSON's provenance).
+        commit = str(prov.get("commit"))
+        head += f" ({commit[:12]}{'-dirty' if commit.endswith('-dirty') else ''})"
+    out.print(head, soft_wrap=True)
     if prov:
         from ..provenance import counts
 
         c = counts(prov)
         n_over = len(prov.get("overrides", []))
         parts = [f"{c[k]} {k}" for k in ("fitted", "measured", "sourced", "set", "assumed", "default") if c.get(k)]
-        out.print(f"parameters: {', '.join(parts)}; {n_over} override(s)", markup=False)
+        out.print(f"parameters: {', '.join(parts)}; {n_over} override(s)", markup=False, soft_wrap=True)
+
+
+def note_flagged(prov: dict[str, Any]) -> None:
+    """On stderr: the zero-default costs that the metrics marked `*` depend on."""
+    if prov.get("flagged_metrics"):
+        zero = prov.get("zero_default_costs", {})
+        err.print(
+            f"* depends on a cost left at its zero default: {', '.join(sorted(zero))}",
+            markup=False,
+            soft_wrap=True,
+        )
+
+
+def print_result(result: dict[str, Any]) -> None:
+    """A human summary of a result: where it comes from, metrics, then histogram percentiles."""
+    prov = result.get("provenance") or {}
+    print_header(result)
     flagged: dict[str, list[str]] = prov.get("flagged_metrics", {})
     mt = Table(title="metrics", title_justify="left", box=box.SIMPLE_HEAD)
     mt.add_column("metric")
@@ -90,13 +112,7 @@ def print_result(result: dict[str, Any]) -> None:
     for k, v in result.get("metrics", {}).items():
         mt.add_row(k + (" *" if k in flagged else ""), fmt(v))
     out.print(mt)
-    zero = prov.get("zero_default_costs", {})
-    if flagged:
-        err.print(
-            f"* depends on a cost left at its zero default: {', '.join(sorted(zero))}",
-            markup=False,
-            soft_wrap=True,
-        )
+    note_flagged(prov)
     hists = result.get("histograms", {})
     if hists:
         out.print(hist_table(hists))

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 import sys
+from enum import StrEnum
 from pathlib import Path
 from typing import Annotated
 
@@ -20,8 +21,15 @@ from .._util import (
     set_from,
     write_all,
 )
-from . import ForceOpt, JsonOpt, ScenarioArg, SeedOpt, SetFromOpt, SetOpt, app, check_seed, user_errors
-from .render import dump, err, out, print_result, to_stdout
+from ..reproduce import variant_overrides
+from . import ForceOpt, JsonOpt, ScenarioArg, SeedOpt, SetFromOpt, SetOpt, app, check_seed, summary, user_errors
+from .render import dump, err, note_flagged, out, print_header, to_stdout
+
+
+class Format(StrEnum):
+    table = "table"
+    csv = "csv"
+    json = "json"
 
 
 @app.command()
@@ -31,17 +39,63 @@ def run(
     set_: SetOpt = None,
     set_from_: SetFromOpt = None,
     seed: SeedOpt = None,
+    variant: Annotated[
+        str | None,
+        typer.Option(
+            "--variant",
+            help="Run the scenario's variant of this name: a variants.run entry, or an expect entry's run "
+            "(its set). An unknown name is an error listing them.",
+        ),
+    ] = None,
     json_out: JsonOpt = None,
     trace_out: Annotated[
         Path | None, typer.Option("--trace", help="Write a Perfetto trace here ('-' = stdout).")
     ] = None,
+    output: Annotated[
+        Format | None,
+        typer.Option(
+            "--format",
+            help="What goes to stdout: table (for people, the default); csv (a header row `metric,value,unit`, "
+            "then one row per metric and per histogram statistic as HISTOGRAM.STAT; units: IOPS, Gbit/s, /s, "
+            "ns/s, ns, us, s, MB, MHz, fraction (0-1), empty for a count or plain number); json (the result, "
+            "as --json -).",
+            show_default=False,
+        ),
+    ] = None,
+    per_cpu: Annotated[
+        bool, typer.Option("--per-cpu", help="Table: also the per-CPU and per-source rows (and their tables).")
+    ] = False,
+    all_: Annotated[
+        bool,
+        typer.Option("--all", help="Table: everything: every metric, every histogram statistic, every table."),
+    ] = False,
     force: ForceOpt = False,
 ) -> None:
-    """Run a scenario and print its metrics."""
-    if to_stdout(json_out) and to_stdout(trace_out):
-        raise UserError("--json - and --trace -: only one output can go to stdout")
+    """Run a scenario and print a summary of its metrics.
+
+    The table starts with the headline metrics in human units (throughput,
+    ops/s, interrupts/s, CPU shares, latency percentiles, and the metrics the
+    scenario's figures name), then the aggregate metrics and the histograms;
+    --per-cpu adds the per-CPU and per-source rows, --all prints everything.
+    Tables fit the terminal (or $COLUMNS, else 80 columns, when piped), wrapped
+    into groups of columns rather than cut.
+
+    A run with a warm-up gets a one-line warning on stderr when it was too
+    short to settle: its measured window (duration - warmup) is shorter than
+    half the warm-up, or its headline (the throughput's latency histogram, else
+    op_latency, else irq_latency) counted fewer than 100 completions."""
+    fmt_given = output is not None
+    fmt = output or Format.table
+    json_stdout = to_stdout(json_out) or fmt is Format.json
+    if json_stdout and to_stdout(trace_out):
+        what = "--json -" if to_stdout(json_out) else "--format json"
+        raise UserError(f"{what} and --trace -: only one output can go to stdout")
+    if fmt_given and fmt is not Format.json and (to_stdout(json_out) or to_stdout(trace_out)):
+        taken = "--json -" if to_stdout(json_out) else "--trace -"
+        raise UserError(f"{taken} and --format {fmt.value}: only one output can go to stdout")
     text, origin = read_scenario(scenario)
-    overrides = set_from(set_from_) + check_overrides(set_)
+    sets = variant_overrides(scenario, variant) if variant is not None else []
+    overrides = sets + set_from(set_from_) + check_overrides(set_)
     s = check_seed(seed)
     raw, trace = in_worker(lambda stop: _core.run(text, origin, overrides, s, trace_out is not None, stop, force))
     result = json.loads(raw)
@@ -56,13 +110,23 @@ def run(
     # Both outputs or neither: a trace that cannot be written leaves no JSON behind.
     outputs: list[tuple[Path | None, bytes | str | None]] = [(json_out, dump(result)), (trace_out, trace)]
     write_all([(d, x) for d, x in outputs if d is not None and x is not None and not to_stdout(d)])
-    if to_stdout(json_out):
+    short = summary.short_run(result, result["provenance"]["scenario"])
+    if short is not None:
+        err.print(f"warning: {short}", markup=False, soft_wrap=True)
+    if json_stdout:
         sys.stdout.write(dump(result))
     elif to_stdout(trace_out) and trace is not None:
         sys.stdout.buffer.write(trace)
         sys.stdout.flush()
+    elif fmt is Format.csv:
+        sys.stdout.write(summary.to_csv(result))
     else:
-        print_result(result)
+        print_header(result, variant)
+        detail = "all" if all_ else "per-cpu" if per_cpu else "summary"
+        unicode = (out.encoding or "").lower().startswith("utf")
+        out.file.write(summary.render(result, out.width, detail, unicode))
+        out.file.flush()
+        note_flagged(result["provenance"])
 
 
 @app.command()
