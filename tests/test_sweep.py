@@ -35,6 +35,10 @@ def test_rows_follow_the_grid_with_typed_columns(one_worker):
     assert t.schema.field("platform.cpus").type == pa.string()
     assert t.schema.field("seed").type == pa.uint64()
     assert set(t.column("seed").to_pylist()) == {42}
+    # Bookkeeping: one replication, the grid point's index, its run key (resume).
+    assert t.column("replication").to_pylist() == [0] * 6
+    assert t.column("point").to_pylist() == list(range(6))
+    assert len(set(t.column("point_key").to_pylist())) == 6
     for m in ("events", "interrupts", "msi_writes", "interrupts_per_s", "sim_s"):
         assert t.schema.field(m).type == pa.float64(), m
     # The rate axis really reached the model: more offered load, more interrupts.

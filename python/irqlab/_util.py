@@ -10,13 +10,24 @@ import secrets
 import stat
 import sys
 import threading
+import time
 from collections.abc import Callable, Iterator, Sequence
 from contextlib import contextmanager
 from pathlib import Path
 from typing import Any, TypeVar
 
 from rich.console import Console
-from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
+from rich.progress import (
+    BarColumn,
+    MofNCompleteColumn,
+    Progress,
+    ProgressColumn,
+    Task,
+    TextColumn,
+    TimeElapsedColumn,
+    TimeRemainingColumn,
+)
+from rich.text import Text
 
 
 class UserError(Exception):
@@ -166,30 +177,85 @@ def in_worker(call: Callable[[Any], T]) -> T:
     return result
 
 
+def _in_ci() -> bool:
+    return os.environ.get("CI", "").strip().lower() in ("1", "true", "yes")
+
+
 def progress_enabled() -> bool:
     """Progress bars only for a person at a terminal: never in CI logs or pipes."""
-    if os.environ.get("CI", "").strip().lower() in ("1", "true", "yes"):
+    if _in_ci():
         return False
     return sys.stderr.isatty()
 
 
+def _duration(s: float) -> str:
+    s = max(0, round(s))
+    if s >= 3600:
+        return f"{s // 3600}h{s % 3600 // 60:02d}m"
+    return f"{s // 60}m{s % 60:02d}s" if s >= 60 else f"{s}s"
+
+
+class _Rate(ProgressColumn):
+    """Items per second, as `12.3 points/s`."""
+
+    def __init__(self, unit: str) -> None:
+        super().__init__()
+        self.unit = unit
+
+    def render(self, task: Task) -> Text:
+        speed = task.finished_speed or task.speed
+        return Text(f"{speed:.3g} {self.unit}/s" if speed else f"- {self.unit}/s", style="progress.data.speed")
+
+
 @contextmanager
-def progress(label: str, total: int) -> Iterator[Callable[[], None]]:
-    """Yield an `advance()` callable; a rich bar on stderr if enabled, else a no-op."""
-    if not progress_enabled() or total <= 0:
+def progress(
+    label: str, total: int, *, unit: str | None = None, lines: bool = False, quiet: bool = False
+) -> Iterator[Callable[[], None]]:
+    """Yield an `advance()` callable (call it in one thread): a rich bar on stderr
+    at a terminal, else a no-op. With `unit`, the bar also shows the rate (`unit`/s)
+    and the time left; with `lines`, a stderr that is not a terminal (a pipe, a
+    file; never CI) gets a plain line every `PLAIN_EVERY_S` seconds and one at
+    the end. `quiet`: nothing at all."""
+    if quiet or total <= 0 or _in_ci() or not (sys.stderr.isatty() or lines):
         yield lambda: None
         return
-    bar = Progress(
-        TextColumn("{task.description}"),
-        BarColumn(),
-        MofNCompleteColumn(),
-        TimeElapsedColumn(),
-        console=Console(stderr=True),
-        transient=True,
-    )
+    if not sys.stderr.isatty():
+        yield _plain_lines(label, total, unit or "items")
+        return
+    columns: list[Any] = [TextColumn("{task.description}"), BarColumn(), MofNCompleteColumn()]
+    if unit:
+        columns += [_Rate(unit), TimeElapsedColumn(), TextColumn("elapsed,"), TimeRemainingColumn(), TextColumn("left")]
+    else:
+        columns.append(TimeElapsedColumn())
+    bar = Progress(*columns, console=Console(stderr=True), transient=True)
     with bar:
         task = bar.add_task(label, total=total)
         yield lambda: bar.advance(task)
+
+
+#: How often `progress(lines=True)` writes a line when stderr is not a terminal.
+PLAIN_EVERY_S = 10.0
+
+
+def _plain_lines(label: str, total: int, unit: str) -> Callable[[], None]:
+    start = last = time.monotonic()
+    done = 0
+
+    def advance() -> None:
+        nonlocal done, last
+        done += 1
+        now = time.monotonic()
+        if now - last < PLAIN_EVERY_S and done < total:
+            return
+        last = now
+        rate = done / (now - start) if now > start else 0.0
+        left = f", about {_duration((total - done) / rate)} left" if rate and done < total else ""
+        msg = f"{label}: {done}/{total} {unit}, {rate:.3g}/s, {_duration(now - start)} elapsed{left}\n"
+        with contextlib.suppress(OSError, ValueError):
+            sys.stderr.write(msg)
+            sys.stderr.flush()
+
+    return advance
 
 
 def time_ns(t: str) -> float:

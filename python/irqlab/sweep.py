@@ -1,12 +1,22 @@
-"""Parameter sweeps: a cartesian grid of `--set` overrides run on a local thread
-pool, a Dask cluster or Ray, collected into one Parquet table in grid order."""
+"""Parameter sweeps: a cartesian grid of `--set` overrides, each grid point run
+`replications` times, on a local thread pool, a Dask cluster or Ray.
+
+Every run (a grid point and a replication) is identified by `point_key`, and
+its seed comes from the sweep's base seed and the replication index only
+(`replication_seed`), so different values of a policy parameter see the same
+arrivals. Where the results go (memory, or a Parquet dataset that survives a
+kill and resumes) is `sweep_store`'s business; this module plans, runs and turns
+results into rows."""
 
 from __future__ import annotations
 
+import hashlib
 import itertools
 import json
-from collections.abc import Callable, Sequence
-from concurrent.futures import ThreadPoolExecutor, as_completed
+import math
+import statistics
+from collections.abc import Callable, Iterable, Sequence
+from concurrent.futures import FIRST_COMPLETED, Future, ThreadPoolExecutor, wait
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -21,18 +31,54 @@ BACKENDS = ("local", "ray", "dask")
 # Histogram statistics copied into the table: latency percentiles are what a
 # sweep over moderation or rates is usually for.
 HIST_STATS = ("mean", "p50", "p90", "p99", "p99.9", "p99.99", "max")
+#: Columns every row has after the grid keys: the seed the run used, its
+#: replication index, the grid point's index in grid order, and `point_key`.
+BOOKKEEPING = ("seed", "replication", "point", "point_key")
+_M64 = 2**64 - 1
+
+
+def point_key(text: str, overrides: Sequence[str], seed: int) -> str:
+    """The identity of one run: a hash of the scenario text, the overrides in
+    the order they apply (`--set`s, then the grid's) and the seed it runs with.
+    Two runs with the same key give the same result; `--resume` skips a run
+    whose key is already in the output."""
+    doc = json.dumps([text, list(overrides), seed], ensure_ascii=False, separators=(",", ":"))
+    return hashlib.sha256(doc.encode("utf-8")).hexdigest()[:20]
+
+
+def _splitmix64(x: int) -> int:
+    z = (x + 0x9E3779B97F4A7C15) & _M64
+    z = ((z ^ (z >> 30)) * 0xBF58476D1CE4E5B9) & _M64
+    z = ((z ^ (z >> 27)) * 0x94D049BB133111EB) & _M64
+    return z ^ (z >> 31)
+
+
+def replication_seed(base: int, replication: int) -> int:
+    """The seed of replication `replication` of a point whose base seed is
+    `base` (`--seed`, the scenario's `seed`, or the point's `--grid seed=`
+    value). Replication 0 runs with `base` itself, so a one-replication sweep
+    runs what `irqlab run --seed BASE` runs; replication r > 0 with a seed mixed
+    from (base, r). Nothing else enters: every grid value of a policy parameter
+    sees the same arrivals (common random numbers)."""
+    if replication == 0:
+        return base
+    return _splitmix64(base ^ _splitmix64(replication))
 
 
 @dataclass
 class Point:
-    """One grid point: its coordinates and what to hand to the core."""
+    """One run: a grid point's coordinates, one replication, and what to hand to the core."""
 
+    index: int  #: the grid point's position in grid order
+    replication: int
     coords: dict[str, str]
     overrides: list[str]
-    seed: int | None
+    seed: int
+    key: str
 
     def describe(self) -> str:
-        return ", ".join(f"{k}={v}" for k, v in self.coords.items())
+        where = ", ".join(f"{k}={v}" for k, v in self.coords.items())
+        return f"{where}, replication {self.replication}" if self.replication else where
 
 
 @dataclass
@@ -40,9 +86,43 @@ class Sweep:
     text: str
     origin: str
     axes: list[tuple[str, list[str]]]
+    sets: list[str] = field(default_factory=list)
+    #: `--seed` as given (None: the scenario's own).
+    seed: int | None = None
+    replications: int = 1
     points: list[Point] = field(default_factory=list)
     #: Run even if a point's estimated events or memory pass the limits.
     force: bool = False
+    #: The scenario's `name` (as the first grid point resolves it).
+    name: str = ""
+
+    @property
+    def keys(self) -> list[str]:
+        """The grid keys that become string columns (a seed axis is the `seed` column)."""
+        return [k for k, _ in self.axes if k != "seed"]
+
+    def definition(self) -> dict[str, Any]:
+        """What makes two sweeps the same sweep (`--resume` refuses another):
+        the scenario text, `--set`, `--seed`, the grid and the replications. The
+        scenario's path is kept for people, never compared."""
+        return {
+            "scenario": self.origin,
+            "scenario_sha256": hashlib.sha256(self.text.encode("utf-8")).hexdigest(),
+            "set": list(self.sets),
+            "seed": self.seed,
+            "grid": [[k, list(v)] for k, v in self.axes],
+            "replications": self.replications,
+        }
+
+    def metadata(self) -> dict[str, str]:
+        """The Parquet schema metadata of every file a sweep writes."""
+        return {
+            "irqlab.scenario": self.name,
+            "irqlab.version": _core.__version__,
+            "irqlab.commit": commit(),
+            "irqlab.grid": json.dumps(self.axes),
+            "irqlab.sweep": json.dumps(self.definition(), sort_keys=True),
+        }
 
 
 def _split_values(spec: str, raw: str) -> list[str]:
@@ -97,28 +177,51 @@ def parse_grid(specs: Sequence[str] | None) -> list[tuple[str, list[str]]]:
 
 
 def plan(
-    text: str, origin: str, axes: list[tuple[str, list[str]]], sets: list[str], seed: int | None, force: bool = False
+    text: str,
+    origin: str,
+    axes: list[tuple[str, list[str]]],
+    sets: list[str],
+    seed: int | None,
+    force: bool = False,
+    replications: int = 1,
 ) -> Sweep:
     """Expand the grid and validate every point before anything runs, so a typo
-    in the last value does not surface after an hour of sweeping."""
+    in the last value does not surface after an hour of sweeping. Points come
+    in grid order, each point's replications together."""
     if seed is not None and any(k == "seed" for k, _ in axes):
         raise UserError("--seed and --grid seed=... both given; use one")
-    sweep = Sweep(text, origin, axes, force=force)
+    if replications < 1:
+        raise UserError(f"--replications {replications}: expected at least 1")
+    sweep = Sweep(text, origin, axes, list(sets), seed, replications, force=force)
     keys = [k for k, _ in axes]
-    for combo in itertools.product(*(vals for _, vals in axes)):
+    seen: dict[str, Point] = {}
+    for index, combo in enumerate(itertools.product(*(vals for _, vals in axes))):
         coords = dict(zip(keys, combo))
         # A seed axis goes through the seed argument so that it also wins over
         # the scenario's own `seed`; everything else is a plain override.
         ov = sets + [f"{k}={v}" for k, v in coords.items() if k != "seed"]
-        pseed = int(coords["seed"]) if "seed" in coords else seed
-        point = Point(coords, ov, pseed)
+        where = ", ".join(f"{k}={v}" for k, v in coords.items())
         try:
-            _core.load(text, origin, ov)
+            resolved = json.loads(_core.load(text, origin, ov))
             if not force:
                 _core.check_budget(text, origin, ov)
         except _core.ScenarioError as e:
-            raise UserError(f"{one_line(str(e))} (grid point {point.describe()})") from None
-        sweep.points.append(point)
+            raise UserError(f"{one_line(str(e))} (grid point {where})") from None
+        if index == 0:
+            sweep.name = str(resolved.get("name", ""))
+        # The base seed: the grid's, else --seed, else the scenario's (with the
+        # --set overrides; a grid key is never `seed`, so no grid value moves it).
+        base = int(coords["seed"]) if "seed" in coords else seed if seed is not None else int(resolved["seed"])
+        for r in range(replications):
+            s = replication_seed(base, r)
+            point = Point(index, r, coords, ov, s, point_key(text, ov, s))
+            if point.key in seen:
+                raise UserError(
+                    f"grid points {seen[point.key].describe()} and {point.describe()} are the same run "
+                    "(same overrides and seed)"
+                )
+            seen[point.key] = point
+            sweep.points.append(point)
     return sweep
 
 
@@ -135,29 +238,56 @@ def run_point(
         return False, one_line(str(e))
 
 
-Advance = Callable[[], None]
+#: How a run ended: ("ok", result JSON), ("error", message) for bad input (not
+#: retried), ("crash", message) when its worker raised or died twice.
+Status = str
+OnDone = Callable[[Point, Status, str], None]
 Job = tuple[str, str, list[str], int | None, bool]
+_Done = Callable[[int, Status, str], None]
 
 
-def _run_local(jobs: list[Job], workers: int, advance: Advance) -> list[tuple[bool, str]]:
-    out: list[Any] = [None] * len(jobs)
+def _crash(e: BaseException) -> str:
+    msg = one_line(str(e)) if str(e).strip() else ""
+    return f"{type(e).__name__}: {msg}" if msg else type(e).__name__
+
+
+def _run_local(jobs: dict[int, Job], workers: int, done: _Done) -> None:
     stop = _core.StopFlag()
     ex = ThreadPoolExecutor(max_workers=workers, thread_name_prefix="irqlab-sweep")
     try:
-        futs = {ex.submit(run_point, *job, stop): i for i, job in enumerate(jobs)}
-        for f in as_completed(futs):
-            out[futs[f]] = f.result()
-            advance()
-    except KeyboardInterrupt:
-        # Points under way end within a few thousand events; the rest never start.
+        # `run_point` is looked up here, at submit time (tests replace it).
+        futs: dict[Future[tuple[bool, str]], int] = {ex.submit(run_point, *job, stop): i for i, job in jobs.items()}
+        retried: set[int] = set()
+        pending = set(futs)
+        while pending:
+            finished, pending = wait(pending, return_when=FIRST_COMPLETED)
+            for f in finished:
+                i = futs.pop(f)
+                exc = f.exception()
+                if exc is None:
+                    ok, payload = f.result()
+                    done(i, "ok" if ok else "error", payload)
+                elif isinstance(exc, KeyboardInterrupt):
+                    raise KeyboardInterrupt
+                elif i not in retried:
+                    # The worker died (a panic in the core, an out-of-memory...):
+                    # once may be bad luck; a second time is reported.
+                    retried.add(i)
+                    again = ex.submit(run_point, *jobs[i], stop)
+                    futs[again] = i
+                    pending.add(again)
+                else:
+                    done(i, "crash", _crash(exc))
+    except BaseException:
+        # Ctrl-C, SIGTERM: points under way end within a few thousand events;
+        # the rest never start.
         stop.set()
         raise
     finally:
         ex.shutdown(wait=True, cancel_futures=True)
-    return out
 
 
-def _run_dask(jobs: list[Job], workers: int, address: str | None, advance: Advance) -> list[tuple[bool, str]]:
+def _run_dask(jobs: dict[int, Job], workers: int, address: str | None, done: _Done) -> None:
     try:
         import logging
 
@@ -186,20 +316,24 @@ def _run_dask(jobs: list[Job], workers: int, address: str | None, advance: Advan
             f"{where}: cannot reach a Dask scheduler ({one_line(str(e))}); expected tcp://HOST:PORT"
         ) from None
     try:
-        futs = [client.submit(run_point, *job, pure=False) for job in jobs]
-        index = {f.key: i for i, f in enumerate(futs)}
-        out: list[Any] = [None] * len(jobs)
-        for f, res in dask_completed(futs, with_results=True):
-            out[index[f.key]] = tuple(res)
-            advance()
-        return out
+        # retries=1: a point whose worker raised or died runs once more.
+        futs = {i: client.submit(run_point, *job, pure=False, retries=1) for i, job in jobs.items()}
+        index = {f.key: i for i, f in futs.items()}
+        for f in dask_completed(list(futs.values())):
+            i = index[f.key]
+            try:
+                ok, payload = f.result()
+            except Exception as e:
+                done(i, "crash", _crash(e))
+                continue
+            done(i, "ok" if ok else "error", payload)
     finally:
         client.close()
         if cluster is not None:
             cluster.close()
 
 
-def _run_ray(jobs: list[Job], workers: int, address: str | None, advance: Advance) -> list[tuple[bool, str]]:
+def _run_ray(jobs: dict[int, Job], workers: int, address: str | None, done: _Done) -> None:
     try:
         import ray
     except ImportError:
@@ -213,71 +347,112 @@ def _run_ray(jobs: list[Job], workers: int, address: str | None, advance: Advanc
         where = f"--address {address}" if address else "--backend ray"
         raise UserError(f"{where}: cannot start or reach Ray ({one_line(str(e))})") from None
     try:
-        remote = ray.remote(run_point)
-        refs = [remote.remote(*job) for job in jobs]
-        index = {r.hex(): i for i, r in enumerate(refs)}
-        out: list[Any] = [None] * len(jobs)
-        pending = list(refs)
+        # One retry when the worker process dies or the task raises.
+        remote = ray.remote(max_retries=1, retry_exceptions=True)(run_point)
+        refs = {i: remote.remote(*job) for i, job in jobs.items()}
+        index = {r.hex(): i for i, r in refs.items()}
+        pending = list(refs.values())
         while pending:
-            done, pending = ray.wait(pending, num_returns=1)
-            for r in done:
-                out[index[r.hex()]] = tuple(ray.get(r))
-                advance()
-        return out
+            ready, pending = ray.wait(pending, num_returns=1)
+            for r in ready:
+                try:
+                    ok, payload = ray.get(r)
+                except Exception as e:
+                    done(index[r.hex()], "crash", _crash(e))
+                    continue
+                done(index[r.hex()], "ok" if ok else "error", payload)
     finally:
         ray.shutdown()
 
 
-def execute(sweep: Sweep, backend: str, workers: int, address: str | None, advance: Advance) -> list[dict[str, Any]]:
-    """Run every point; results come back in grid order whatever the completion order."""
-    jobs: list[Job] = [(sweep.text, sweep.origin, p.overrides, p.seed, sweep.force) for p in sweep.points]
+def execute(
+    sweep: Sweep, points: Sequence[Point], backend: str, workers: int, address: str | None, on_done: OnDone
+) -> None:
+    """Run `points` (all or some of `sweep.points`); `on_done(point, status,
+    payload)` is called in this thread as each one ends, in completion order."""
+    jobs: dict[int, Job] = {
+        i: (sweep.text, sweep.origin, p.overrides, p.seed, sweep.force) for i, p in enumerate(points)
+    }
+
+    def done(i: int, status: Status, payload: str) -> None:
+        on_done(points[i], status, payload)
+
+    if not jobs:
+        return
     if backend == "local":
-        raw = _run_local(jobs, workers, advance)
+        _run_local(jobs, workers, done)
     elif backend == "dask":
-        raw = _run_dask(jobs, workers, address, advance)
+        _run_dask(jobs, workers, address, done)
     elif backend == "ray":
-        raw = _run_ray(jobs, workers, address, advance)
+        _run_ray(jobs, workers, address, done)
     else:
         raise UserError(f"--backend {backend!r}: unknown backend, expected one of {', '.join(BACKENDS)}")
-    results = []
-    for point, (ok, payload) in zip(sweep.points, raw):
-        if not ok:
-            raise UserError(f"{payload} (grid point {point.describe()})")
-        results.append(json.loads(payload))
-    return results
 
 
 def _num(v: Any) -> float | None:
     return float(v) if isinstance(v, (int, float)) and not isinstance(v, bool) else None
 
 
-def to_table(sweep: Sweep, results: list[dict[str, Any]]) -> pa.Table:
-    """One row per grid point: grid keys (strings), seed, metrics and histogram
-    statistics (floats). Columns are sorted so that the schema is deterministic."""
-    cols: dict[str, pa.Array] = {}
-    for key, _ in sweep.axes:
-        if key != "seed":
-            cols[key] = pa.array([p.coords[key] for p in sweep.points], pa.string())
-    cols["seed"] = pa.array([int(r["seed"]) for r in results], pa.uint64())
-    metrics = sorted({m for r in results for m in r.get("metrics", {})})
-    hists = sorted({h for r in results for h in r.get("histograms", {})})
-    numeric: dict[str, list[float | None]] = {}
-    for m in metrics:
-        numeric[m] = [_num(r.get("metrics", {}).get(m)) for r in results]
-    for h in hists:
+def to_row(sweep: Sweep, point: Point, result: dict[str, Any]) -> dict[str, Any]:
+    """One table row: grid keys (strings), the bookkeeping columns, then every
+    metric and histogram statistic (floats). A metric that shares its name with
+    a grid key or a bookkeeping column keeps both, as `metric.NAME`."""
+    row: dict[str, Any] = {k: point.coords[k] for k in sweep.keys}
+    row.update(seed=int(result["seed"]), replication=point.replication, point=point.index, point_key=point.key)
+    fixed = set(row)
+
+    def put(name: str, v: Any) -> None:
+        row["metric." + name if name in fixed else name] = _num(v)
+
+    for m, v in result.get("metrics", {}).items():
+        put(m, v)
+    for h, stats in result.get("histograms", {}).items():
         for s in HIST_STATS:
-            numeric[f"{h}.{s}"] = [_num(r.get("histograms", {}).get(h, {}).get(s)) for r in results]
-    for name, vals in numeric.items():
-        # A metric that shares its name with a grid key keeps both, distinguishably.
-        cols["metric." + name if name in cols else name] = pa.array(vals, pa.float64())
-    table = pa.table(cols)
-    meta = {
-        "irqlab.scenario": results[0].get("scenario", "") if results else "",
-        "irqlab.version": _core.__version__,
-        "irqlab.commit": commit(),
-        "irqlab.grid": json.dumps(sweep.axes),
-    }
-    return table.replace_schema_metadata(meta)
+            put(f"{h}.{s}", stats.get(s) if isinstance(stats, dict) else None)
+    return row
+
+
+def _column_order(name: str) -> tuple[int, str, int]:
+    # Metrics by name, then each histogram's statistics in HIST_STATS order.
+    for i, s in sorted(enumerate(HIST_STATS), key=lambda e: -len(e[1])):
+        if name.endswith("." + s):
+            return (1, name[: -len(s) - 1], i)
+    return (0, name, 0)
+
+
+def schema(sweep: Sweep, names: Iterable[str]) -> pa.Schema:
+    """The table schema for rows whose columns are `names`: a function of the set
+    of names only, so every writer and every order of completion agree."""
+    fields = [pa.field(k, pa.string()) for k in sweep.keys]
+    fields += [
+        pa.field("seed", pa.uint64()),
+        pa.field("replication", pa.int64()),
+        pa.field("point", pa.int64()),
+        pa.field("point_key", pa.string()),
+    ]
+    fixed = {f.name for f in fields}
+    fields += [pa.field(n, pa.float64()) for n in sorted(set(names) - fixed, key=_column_order)]
+    return pa.schema(fields, metadata=sweep.metadata())
+
+
+def conform(table: pa.Table, target: pa.Schema) -> pa.Table:
+    """`table` with exactly the columns of `target` (missing ones null), in its order and types."""
+    cols = [
+        table.column(f.name).cast(f.type) if f.name in table.column_names else pa.nulls(table.num_rows, f.type)
+        for f in target
+    ]
+    return pa.Table.from_arrays(cols, schema=target)
+
+
+def sort_rows(table: pa.Table) -> pa.Table:
+    """Grid order (then replication), whatever the order the runs ended in."""
+    return table.sort_by([("point", "ascending"), ("replication", "ascending")]).combine_chunks()
+
+
+def to_table(sweep: Sweep, rows: Sequence[dict[str, Any]]) -> pa.Table:
+    """Rows as one table in grid order, with the columns of all of them."""
+    names = {n for r in rows for n in r}
+    return sort_rows(pa.Table.from_pylist(list(rows), schema=schema(sweep, names)))
 
 
 def parquet_bytes(table: pa.Table) -> bytes:
@@ -285,3 +460,93 @@ def parquet_bytes(table: pa.Table) -> bytes:
     pq.write_table(table, sink)
     data: bytes = sink.getvalue().to_pybytes()
     return data
+
+
+# --- replications: mean and a Student-t confidence interval -----------------
+
+
+def _betacf(a: float, b: float, x: float) -> float:
+    # The incomplete beta function's continued fraction (modified Lentz).
+    tiny = 1e-300
+    c, d = 1.0, 1.0 - (a + b) * x / (a + 1.0)
+    d = 1.0 / (d if abs(d) > tiny else tiny)
+    h = d
+    for m in range(1, 300):
+        m2 = 2 * m
+        even = m * (b - m) * x / ((a + m2 - 1) * (a + m2))
+        odd = -(a + m) * (a + b + m) * x / ((a + m2) * (a + m2 + 1))
+        for num in (even, odd):
+            d = 1.0 + num * d
+            d = 1.0 / (d if abs(d) > tiny else tiny)
+            c = 1.0 + num / c
+            c = c if abs(c) > tiny else tiny
+            h *= d * c
+        if abs(d * c - 1.0) < 1e-15:
+            break
+    return h
+
+
+def _betai(a: float, b: float, x: float) -> float:
+    """The regularized incomplete beta function I_x(a, b)."""
+    if x <= 0.0:
+        return 0.0
+    if x >= 1.0:
+        return 1.0
+    front = math.exp(math.lgamma(a + b) - math.lgamma(a) - math.lgamma(b) + a * math.log(x) + b * math.log1p(-x))
+    if x < (a + 1.0) / (a + b + 2.0):
+        return front * _betacf(a, b, x) / a
+    return 1.0 - front * _betacf(b, a, 1.0 - x) / b
+
+
+def t_cdf(t: float, df: int) -> float:
+    """P(T <= t) for Student's t with `df` degrees of freedom."""
+    tail = 0.5 * _betai(df / 2.0, 0.5, df / (df + t * t))
+    return 1.0 - tail if t > 0 else tail
+
+
+def t_quantile(p: float, df: int) -> float:
+    """The `p` quantile (0.5 < p < 1) of Student's t with `df` degrees of freedom."""
+    lo, hi = 0.0, 1.0
+    while t_cdf(hi, df) < p:
+        lo, hi = hi, hi * 2.0
+    for _ in range(200):
+        mid = (lo + hi) / 2.0
+        if t_cdf(mid, df) < p:
+            lo = mid
+        else:
+            hi = mid
+        if hi - lo < 1e-12 * max(1.0, hi):
+            break
+    return (lo + hi) / 2.0
+
+
+def mean_ci(values: Sequence[float], level: float = 0.95) -> tuple[float, float | None]:
+    """The mean of `values` and the half-width of its `level` confidence interval
+    (Student t, n - 1 degrees of freedom); no interval for fewer than 2 values."""
+    n = len(values)
+    if n == 0:
+        return math.nan, None
+    mean = statistics.fmean(values)
+    if n < 2:
+        return mean, None
+    return mean, t_quantile(0.5 + level / 2.0, n - 1) * statistics.stdev(values) / math.sqrt(n)
+
+
+def summarize(table: pa.Table, keys: Sequence[str], metrics: Sequence[str]) -> list[dict[str, Any]]:
+    """Per grid point (in grid order): its coordinates, the number of
+    replications `n`, and for each metric `(mean, 95 % CI half-width)` over the
+    replications."""
+    cols = {c: table.column(c).to_pylist() for c in [*keys, "point", *metrics]}
+    groups: dict[int, list[int]] = {}
+    for i, p in enumerate(cols["point"]):
+        groups.setdefault(p, []).append(i)
+    out = []
+    for p in sorted(groups):
+        rows = groups[p]
+        entry: dict[str, Any] = {k: cols[k][rows[0]] for k in keys}
+        entry["n"] = len(rows)
+        for m in metrics:
+            vals = [cols[m][i] for i in rows if cols[m][i] is not None]
+            entry[m] = mean_ci(vals)
+        out.append(entry)
+    return out

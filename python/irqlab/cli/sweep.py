@@ -1,17 +1,26 @@
-"""`irqlab sweep`: a scenario over a grid of overrides, one Parquet row per point."""
+"""`irqlab sweep`: a scenario over a grid of overrides, one Parquet row per run,
+written as runs end so that a killed sweep resumes (`--resume`)."""
 
 from __future__ import annotations
 
+import json
 import os
 from pathlib import Path
-from typing import Annotated
+from typing import TYPE_CHECKING, Annotated
 
 import typer
-from rich.table import Table
 
-from .._util import UserError, atomic_write, check_overrides, progress, read_scenario
-from . import ForceOpt, ScenarioArg, SeedOpt, SetOpt, app, check_seed, check_workers, user_errors
-from .render import fmt, out
+from .._util import UserError, check_overrides, progress, read_scenario
+from . import ForceOpt, ScenarioArg, SeedOpt, SetOpt, app, check_seed, check_workers, summary, user_errors
+from .render import err, fmt, out
+
+if TYPE_CHECKING:
+    import pyarrow as pa
+
+    from ..sweep import Point, Sweep
+
+#: The metrics the summary table shows, when the results have them.
+SHOWN = ("interrupts_per_s", "interrupts", "events")
 
 
 @app.command()
@@ -23,14 +32,32 @@ def sweep(
     ] = None,
     set_: SetOpt = None,
     seed: SeedOpt = None,
+    replications: Annotated[
+        int,
+        typer.Option(
+            "--replications",
+            help="Runs per grid point, seeded from (seed, replication) only: every grid value sees the same arrivals.",
+        ),
+    ] = 1,
     backend: Annotated[str, typer.Option("--backend", help="local, dask or ray.")] = "local",
     workers: Annotated[int | None, typer.Option("--workers", help="Parallel runs (default: CPU count).")] = None,
     address: Annotated[str | None, typer.Option("--address", help="Dask scheduler or Ray cluster address.")] = None,
-    out_file: Annotated[Path | None, typer.Option("--out", help="Write one Parquet row per grid point.")] = None,
+    out_file: Annotated[
+        Path | None,
+        typer.Option(
+            "--out",
+            help="A directory: a Parquet dataset written as runs end. NAME.parquet: one file, merged at the end.",
+        ),
+    ] = None,
+    resume: Annotated[
+        bool, typer.Option("--resume", help="Continue the sweep in --out: run only the points it does not have.")
+    ] = False,
+    quiet: Annotated[bool, typer.Option("--quiet", "-q", help="No progress output.")] = False,
     force: ForceOpt = False,
 ) -> None:
     """Run a scenario over a grid of overrides."""
     from .. import sweep as sweeps  # pyarrow: imported only by the command that needs it
+    from ..sweep_store import Store
 
     if backend not in sweeps.BACKENDS:
         raise UserError(f"--backend {backend!r}: unknown backend, expected one of {', '.join(sweeps.BACKENDS)}")
@@ -38,21 +65,78 @@ def sweep(
     axes = sweeps.parse_grid(grid)
     overrides = check_overrides(set_)
     text, origin = read_scenario(scenario)
-    plan = sweeps.plan(text, origin, axes, overrides, check_seed(seed), force)
-    n = len(plan.points)
-    nworkers = workers or min(os.cpu_count() or 1, n)
-    with progress(f"sweep ({n} points)", n) as advance:
-        results = sweeps.execute(plan, backend, nworkers, address, advance)
-    table = sweeps.to_table(plan, results)
-    if out_file is not None:
-        atomic_write(out_file, sweeps.parquet_bytes(table))
+    plan = sweeps.plan(text, origin, axes, overrides, check_seed(seed), force, replications)
+    store = Store(plan, out_file, resume)
+    try:
+        todo = [p for p in plan.points if p.key not in store.done]
+        failed: list[tuple[sweeps.Point, str, str]] = []
+        nworkers = workers or max(1, min(os.cpu_count() or 1, len(todo)))
+        label = f"sweep ({len(todo)} points" + (f", {len(store.done)} done before" if store.done else "") + ")"
+        with progress(label, len(todo), unit="points", lines=True, quiet=quiet) as advance:
 
-    keys = [k for k, _ in axes if k != "seed"]
-    shown = [m for m in ("interrupts_per_s", "interrupts", "events") if m in table.column_names]
-    t = Table(title=f"sweep of {origin}: {n} points" + (f" -> {out_file}" if out_file else ""), title_justify="left")
-    for c in [*keys, "seed", *shown]:
-        t.add_column(c, justify="left" if c in keys else "right")
-    cols = {c: table.column(c).to_pylist() for c in [*keys, "seed", *shown]}
-    for i in range(n):
-        t.add_row(*(fmt(cols[c][i]) for c in cols))
-    out.print(t)
+            def on_done(point: sweeps.Point, status: str, payload: str) -> None:
+                if status == "ok":
+                    store.add(sweeps.to_row(plan, point, json.loads(payload)))
+                else:
+                    failed.append((point, status, payload))
+                advance()
+
+            try:
+                sweeps.execute(plan, todo, backend, nworkers, address, on_done)
+            finally:
+                store.close()  # what ended is kept, whatever stopped the sweep
+        if failed:
+            _fail(failed, len(todo), store.kept())
+        table = store.finish()
+    finally:
+        store.release()
+    _summary(plan, table, origin, out_file, len(store.done))
+
+
+def _fail(failed: list[tuple[Point, str, str]], ran: int, kept: Path | None) -> None:
+    """One `error:` line for the runs that failed: exit 2 when each failed on bad
+    input, 1 when a worker crashed (twice)."""
+    failed.sort(key=lambda f: (f[0].index, f[0].replication))
+    point, status, msg = failed[0]
+    what = "crashed twice" if status == "crash" else "failed"
+    line = f"{len(failed)} of {ran} runs failed; the first {what}: {msg} (grid point {point.describe()})"
+    if kept is not None:
+        line += f"; the others are kept in {kept}: rerun with --resume to retry the failed ones"
+    err.print(f"error: {line}", markup=False, soft_wrap=True)
+    raise typer.Exit(1 if any(s == "crash" for _, s, _ in failed) else 2)
+
+
+def _summary(plan: Sweep, table: pa.Table, origin: str, out_file: Path | None, before: int) -> None:
+    from .. import sweep as sweeps
+
+    keys = plan.keys
+    shown = [m for m in SHOWN if m in table.column_names]
+    npoints = len(plan.points) // plan.replications
+    title = f"sweep of {origin}: {npoints} points"
+    if plan.replications > 1:
+        title += f" x {plan.replications} replications"
+    if before:
+        title += f" ({before} runs resumed)"
+    if out_file is not None:
+        title += f" -> {out_file}"
+    # Plain-text columns (as `run`'s tables): wrapped into groups, never cut, at any width.
+    headers: list[str] = []
+    rows: list[list[str]] = []
+    if plan.replications == 1:
+        headers = [*keys, "seed", *shown]
+        cols = {c: table.column(c).to_pylist() for c in headers}
+        rows = [[fmt(cols[c][i]) for c in headers] for i in range(table.num_rows)]
+    else:
+        # Mean and 95 % confidence interval (Student t) over each point's replications.
+        headers = [*keys, "n"]
+        for m in shown:
+            headers += [f"{m} mean", f"{m} ±95% CI"]
+        for entry in sweeps.summarize(table, keys, shown):
+            cells = [fmt(entry[k]) for k in keys] + [fmt(entry["n"])]
+            for m in shown:
+                mean, half = entry[m]
+                cells += [fmt(mean), "-" if half is None else "±" + fmt(half)]
+            rows.append(cells)
+    right = [h not in keys for h in headers]
+    lines = summary.table_lines(title, headers, rows, right, out.width)
+    out.file.write("\n".join(lines) + "\n")

@@ -1,0 +1,88 @@
+"""`irqlab query`: SQL (DuckDB) over a sweep's results, seen as the table `results`."""
+
+from __future__ import annotations
+
+import csv
+import sys
+from decimal import Decimal
+from pathlib import Path
+from typing import Annotated, Any
+
+import typer
+from rich.table import Table
+
+from .._util import UserError
+from . import app, user_errors
+from .render import fmt, out
+
+FORMATS = ("table", "csv")
+
+
+def _message(msg: str) -> str:
+    """A DuckDB error as one line, without the query excerpt and caret line it ends with."""
+    lines: list[str] = []
+    for ln in str(msg).splitlines():
+        if ln.strip().startswith("LINE "):
+            break
+        if ln.strip():
+            lines.append(ln.strip())
+    return " ".join(lines) or "unknown error"
+
+
+@app.command()
+@user_errors
+def query(
+    sql: Annotated[str, typer.Argument(help="SQL; the sweep's rows are the table `results`.", show_default=False)],
+    results: Annotated[
+        Path,
+        typer.Argument(
+            help="A sweep's --out: its dataset directory or NAME.parquet (or a running sweep's NAME.parquet.parts).",
+            show_default=False,
+        ),
+    ],
+    format_: Annotated[str, typer.Option("--format", help="table or csv.")] = "table",
+) -> None:
+    """Run SQL (DuckDB) over a sweep's results: the table `results`."""
+    import duckdb
+
+    from ..sweep_store import results_source
+
+    if format_ not in FORMATS:
+        raise UserError(f"--format {format_!r}: expected one of {', '.join(FORMATS)}")
+    source, dataset = results_source(results)
+    con = duckdb.connect()
+    try:
+        try:
+            # union_by_name: the parts of a sweep still running may lack columns a later run added.
+            con.read_parquet(source, union_by_name=dataset).create_view("results")
+        except duckdb.Error as e:
+            raise UserError(f"{results}: cannot read it as Parquet ({_message(str(e))})") from None
+        try:
+            # execute, not sql(): it runs the statement once, even one with side effects.
+            cur = con.execute(sql)
+            description: list[Any] | None = cur.description
+            if description is None:  # a statement without a result
+                return
+            names = [str(d[0]) for d in description]
+            rows = cur.fetchall()
+        except duckdb.Error as e:
+            raise UserError(f"query: {_message(str(e))}") from None
+    finally:
+        con.close()
+    if format_ == "csv":
+        w = csv.writer(sys.stdout, lineterminator="\n")
+        w.writerow(names)
+        w.writerows([_csv(v) for v in row] for row in rows)
+        sys.stdout.flush()
+        return
+    t = Table()
+    for i, n in enumerate(names):
+        numeric = any(isinstance(row[i], (int, float, Decimal)) and not isinstance(row[i], bool) for row in rows)
+        t.add_column(n, justify="right" if numeric else "left")
+    for row in rows:
+        t.add_row(*(fmt(v) for v in row))
+    out.print(t)
+
+
+def _csv(v: Any) -> Any:
+    return "" if v is None else v

@@ -1,0 +1,363 @@
+"""`irqlab sweep --out DIR`: a Parquet dataset written as runs end, that a
+SIGKILL leaves readable (pyarrow, DuckDB) and `--resume` completes without
+losing or repeating a point; replications with common random numbers; retries;
+`irqlab query`."""
+
+from __future__ import annotations
+
+import importlib.util
+import json
+import os
+import signal
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import duckdb
+import pyarrow as pa
+import pyarrow.compute as pc
+import pyarrow.parquet as pq
+import pytest
+
+import irqlab.sweep as sweeps
+from helpers import assert_ok, assert_user_error, run_cli
+from irqlab._util import TEMP_MARK
+from irqlab.cli import main
+
+# 20 runs of ~0.1 s each (duration 1s): on one worker the sweep is still well
+# under way when its first part appears. Two CPU counts, so a later run brings
+# columns (cpu2.*, cpu3.*) the first parts do not have.
+RATES = ",".join(f"{r}k/s" for r in range(20, 220, 20))
+SLOW = ["--set", "duration=1s", "--grid", "platform.cpus=2,4", "--grid", f"source.0.rate={RATES}"]
+NPOINTS = 20
+REAL_RUN = sweeps.run_point
+FAST = ["--grid", "platform.cpus=2,4", "--grid", "source.0.rate=50k/s,100k/s,200k/s"]
+
+
+def read(path: Path) -> pa.Table:
+    """A dataset or file as one table, in grid order, without the schema metadata."""
+    return sweeps.sort_rows(pq.read_table(path)).replace_schema_metadata(None)
+
+
+def manifest(path: Path) -> dict:
+    try:
+        return json.loads((path / "_manifest.json").read_text())
+    except (OSError, ValueError):
+        return {}
+
+
+@pytest.fixture(scope="module")
+def uninterrupted(small, tmp_path_factory) -> Path:
+    out = tmp_path_factory.mktemp("full") / "full"
+    assert_ok(run_cli("sweep", small, *SLOW, "--workers", "4", "--out", out))
+    return out
+
+
+def test_a_dataset_is_parts_and_a_manifest_and_reads_as_one_table(uninterrupted):
+    names = sorted(p.name for p in uninterrupted.iterdir())
+    assert "_manifest.json" in names
+    assert any(n.startswith("part-") and n.endswith(".parquet") for n in names)
+    assert not [n for n in names if TEMP_MARK in n]
+    doc = manifest(uninterrupted)
+    assert doc["format"] == "irqlab.sweep" and doc["version"] == 1 and doc["points"] == NPOINTS
+    assert doc["sweep"]["grid"][0] == ["platform.cpus", ["2", "4"]]
+    t = read(uninterrupted)
+    assert t.num_rows == NPOINTS
+    assert sorted(doc["done"]) == sorted(t.column("point_key").to_pylist())
+    # Every part has every column, the 4-CPU ones too (the first parts were rewritten).
+    for part in uninterrupted.glob("part-*.parquet"):
+        assert pq.read_schema(part).names == t.column_names
+    assert "cpu3.interrupts_per_s" in t.column_names
+    n = duckdb.sql(f"select count(*) from read_parquet('{uninterrupted}/*.parquet')").fetchall()
+    assert n == [(NPOINTS,)]
+
+
+def _kill_when_a_point_is_done(small: Path, out: Path) -> None:
+    p = subprocess.Popen(
+        [sys.executable, "-m", "irqlab", "sweep", str(small), *SLOW, "--workers", "1", "--out", str(out)],
+        env={**os.environ, "CI": "true"},
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.PIPE,
+        text=True,
+    )
+    try:
+        deadline = time.monotonic() + 300
+        while not manifest(out).get("done") and p.poll() is None and time.monotonic() < deadline:
+            time.sleep(0.01)
+        assert p.poll() is None, f"the sweep ended before it could be killed: {p.stderr.read() if p.stderr else ''}"
+        p.send_signal(signal.SIGKILL)
+        p.wait(timeout=60)
+    finally:
+        if p.poll() is None:
+            p.kill()
+            p.wait()
+
+
+def test_a_killed_sweep_reads_and_resumes_losing_and_repeating_nothing(small, tmp_path, uninterrupted):
+    out = tmp_path / "killed"
+    _kill_when_a_point_is_done(small, out)
+    done = manifest(out)["done"]
+    assert 1 <= len(done) < NPOINTS
+
+    # What the kill left reads as one table: pyarrow (skipping the manifest and
+    # any temp file) and DuckDB see the same rows, each run once.
+    t = pq.read_table(out)
+    keys = t.column("point_key").to_pylist()
+    assert len(keys) == len(set(keys)) and set(done) <= set(keys)
+    via_duckdb = duckdb.sql(f"select point_key from read_parquet('{out}/*.parquet')").fetchall()
+    assert sorted(k for (k,) in via_duckdb) == sorted(keys)
+
+    p = run_cli("sweep", small, *SLOW, "--workers", "2", "--out", out, "--resume")
+    assert_ok(p)
+    assert f"({len(keys)} runs resumed)" in p.stdout
+    resumed = read(out)
+    assert resumed.column("point_key").to_pylist() == read(uninterrupted).column("point_key").to_pylist()
+    assert len(set(resumed.column("point_key").to_pylist())) == NPOINTS
+    assert resumed.equals(read(uninterrupted))
+    assert not [f for f in out.iterdir() if TEMP_MARK in f.name]
+    # Nothing left to do: a second resume runs nothing and changes nothing.
+    parts = sorted(f.name for f in out.glob("part-*.parquet"))
+    assert_ok(run_cli("sweep", small, *SLOW, "--out", out, "--resume"))
+    assert sorted(f.name for f in out.glob("part-*.parquet")) == parts
+
+
+def test_a_parquet_file_resumes_from_its_parts_and_merges_to_the_same_bytes(small, tmp_path):
+    whole = tmp_path / "whole.parquet"
+    assert_ok(run_cli("sweep", small, *FAST, "--workers", "1", "--out", whole))
+    assert not (tmp_path / "whole.parquet.parts").exists()
+    # An interrupted NAME.parquet sweep: its dataset beside it, missing a part.
+    parts = tmp_path / "cut.parquet.parts"
+    assert_ok(run_cli("sweep", small, *FAST, "--workers", "1", "--out", parts.with_suffix(".dir")))
+    parts.with_suffix(".dir").rename(parts)
+    last = sorted(parts.glob("part-*.parquet"))[-1]
+    lost = pq.read_table(last).num_rows
+    last.unlink()
+    cut = tmp_path / "cut.parquet"
+    assert_user_error(run_cli("sweep", small, *FAST, "--out", cut), "unfinished sweep", "--resume")
+    p = run_cli("sweep", small, *FAST, "--out", cut, "--resume")
+    assert_ok(p)
+    assert f"({6 - lost} runs resumed)" in p.stdout
+    assert cut.read_bytes() == whole.read_bytes()
+    assert not parts.exists()
+    # A finished file resumes to itself.
+    assert_ok(run_cli("sweep", small, *FAST, "--out", cut, "--resume"))
+    assert cut.read_bytes() == whole.read_bytes()
+
+
+def test_a_kill_mid_rewrite_or_before_the_manifest_still_reads_and_resumes(small, tmp_path):
+    full = tmp_path / "full"
+    assert_ok(run_cli("sweep", small, *FAST, "--out", full))
+    t = sweeps.sort_rows(pq.read_table(full))
+    # The state a kill leaves while older parts are rewritten to a new run's
+    # columns: the first part lacks them, the later one has them all; and no
+    # manifest yet (a kill between a part's rename and the manifest's).
+    out = tmp_path / "cut"
+    out.mkdir()
+    two = t.filter(pc.equal(t.column("platform.cpus"), "2"))
+    narrow = [c for c in t.column_names if not c.startswith(("cpu2.", "cpu3."))]
+    pq.write_table(two.select(narrow), out / "part-000001.parquet")
+    pq.write_table(t.filter(pc.equal(t.column("platform.cpus"), "4")), out / "part-000002.parquet")
+    (out / f".part-000003.parquet{TEMP_MARK}dead").write_bytes(b"half a part")
+    assert pq.read_table(out).num_rows == 6
+    assert duckdb.sql(f"select count(*) from read_parquet('{out}/*.parquet')").fetchall() == [(6,)]
+    p = run_cli("sweep", small, *FAST, "--out", out, "--resume")
+    assert_ok(p)
+    assert "(6 runs resumed)" in p.stdout
+    for part in out.glob("part-*.parquet"):
+        assert pq.read_schema(part).names == t.column_names
+    assert read(out).equals(read(full))
+    assert manifest(out)["done"] == t.column("point_key").to_pylist()
+    assert not [f for f in out.iterdir() if TEMP_MARK in f.name]
+
+
+def test_same_rows_whatever_the_workers_and_the_output_form(small, tmp_path):
+    one, four, single = tmp_path / "w1", tmp_path / "w4", tmp_path / "s.parquet"
+    assert_ok(run_cli("sweep", small, *FAST, "--workers", "1", "--out", one))
+    assert_ok(run_cli("sweep", small, *FAST, "--workers", "4", "--out", four))
+    assert_ok(run_cli("sweep", small, *FAST, "--workers", "3", "--out", single))
+    assert read(one).equals(read(four))
+    assert read(one).equals(read(single))
+    assert read(single).column("point").to_pylist() == list(range(6))
+
+
+@pytest.mark.skipif(importlib.util.find_spec("distributed") is None, reason="dask[distributed] not installed")
+def test_a_dask_dataset_has_the_local_rows(small, tmp_path):
+    local, dask = tmp_path / "local", tmp_path / "dask"
+    assert_ok(run_cli("sweep", small, *FAST, "--workers", "2", "--replications", "2", "--out", local))
+    assert_ok(
+        run_cli("sweep", small, *FAST, "--backend", "dask", "--workers", "2", "--replications", "2", "--out", dask)
+    )
+    assert read(local).num_rows == 12
+    assert read(local).equals(read(dask))
+
+
+def test_existing_out_needs_resume(small, tmp_path):
+    d = tmp_path / "d"
+    d.mkdir()
+    (d / "notes.txt").write_text("mine")
+    line = assert_user_error(run_cli("sweep", small, "--grid", "seed=1,2", "--out", d))
+    assert line == f"error: --out {d} exists; use --resume or remove it"
+    f = tmp_path / "f.parquet"
+    f.write_bytes(b"PAR1")
+    assert_user_error(run_cli("sweep", small, "--grid", "seed=1,2", "--out", f), "exists", "--resume")
+    assert f.read_bytes() == b"PAR1" and (d / "notes.txt").read_text() == "mine"
+    assert_user_error(run_cli("sweep", small, "--grid", "seed=1,2", "--out", d, "--resume"), "not an irqlab sweep")
+    # An empty directory is no result: a sweep may write there.
+    empty = tmp_path / "empty"
+    empty.mkdir()
+    assert_ok(run_cli("sweep", small, "--grid", "seed=1,2", "--out", empty))
+    # --resume with another definition is refused, naming what differs.
+    assert_user_error(
+        run_cli("sweep", small, "--grid", "seed=1,3", "--out", empty, "--resume"), "another sweep", "--grid"
+    )
+    assert_user_error(
+        run_cli("sweep", small, "--grid", "seed=1,2", "--replications", "2", "--out", empty, "--resume"),
+        "--replications",
+    )
+    assert_user_error(run_cli("sweep", small, "--grid", "seed=1", "--resume"), "--resume needs --out")
+
+
+def test_replications_share_seeds_across_a_policy_parameter(small, tmp_path):
+    out = tmp_path / "r.parquet"
+    p = run_cli("sweep", small, "--grid", "source.0.handler=1us,2us", "--replications", "3", "--out", out)
+    assert_ok(p)
+    t = pq.read_table(out)
+    assert t.num_rows == 6
+    rows = t.select(["source.0.handler", "replication", "seed", "msi_writes"]).to_pylist()
+    by = {(r["source.0.handler"], r["replication"]): r for r in rows}
+    seeds = [by["1us", r]["seed"] for r in range(3)]
+    assert seeds[0] == 42  # replication 0 runs the scenario's own seed
+    assert len(set(seeds)) == 3
+    assert seeds == [sweeps.replication_seed(42, r) for r in range(3)]
+    for r in range(3):
+        # Same seed, and so the same arrivals, whatever the handler cost.
+        assert by["1us", r]["seed"] == by["2us", r]["seed"]
+        assert by["1us", r]["msi_writes"] == by["2us", r]["msi_writes"]
+    # The summary: per grid point, n, the mean and a 95 % Student-t interval.
+    assert "interrupts_per_s mean" in p.stdout and "interrupts_per_s ±95% CI" in p.stdout
+    assert "2 points x 3 replications" in p.stdout
+    # A seed axis is the base seed of its points' replications.
+    out2 = tmp_path / "s.parquet"
+    assert_ok(run_cli("sweep", small, "--grid", "seed=7,8", "--replications", "2", "--out", out2))
+    assert pq.read_table(out2).column("seed").to_pylist() == [
+        7,
+        sweeps.replication_seed(7, 1),
+        8,
+        sweeps.replication_seed(8, 1),
+    ]
+    assert_user_error(run_cli("sweep", small, "--grid", "seed=1", "--replications", "0"), "--replications")
+
+
+def test_student_t_interval():
+    assert sweeps.t_quantile(0.975, 1) == pytest.approx(12.7062, abs=1e-4)
+    assert sweeps.t_quantile(0.975, 4) == pytest.approx(2.7764, abs=1e-4)
+    assert sweeps.t_quantile(0.975, 30) == pytest.approx(2.0423, abs=1e-4)
+    mean, half = sweeps.mean_ci([1.0, 2.0, 3.0, 4.0])
+    assert mean == 2.5 and half == pytest.approx(3.1824 * 1.2910 / 2, rel=1e-4)
+    assert sweeps.mean_ci([5.0]) == (5.0, None)
+
+
+def test_point_key_is_the_scenario_overrides_and_seed():
+    k = sweeps.point_key("a", ["x=1"], 1)
+    assert k == sweeps.point_key("a", ["x=1"], 1)
+    assert (
+        len(
+            {k, sweeps.point_key("b", ["x=1"], 1), sweeps.point_key("a", ["x=2"], 1), sweeps.point_key("a", ["x=1"], 2)}
+        )
+        == 4
+    )
+
+
+def test_query_runs_sql_over_the_results(small, tmp_path):
+    out = tmp_path / "q"
+    assert_ok(run_cli("sweep", small, *FAST, "--out", out))
+    p = run_cli("query", "select count(*) as n from results", out)
+    assert_ok(p)
+    assert " 6 " in p.stdout
+    p = run_cli(
+        "query", 'select "platform.cpus", count(*) as n from results group by 1 order by 1', out, "--format", "csv"
+    )
+    assert_ok(p)
+    assert p.stdout == "platform.cpus,n\n2,3\n4,3\n"
+    single = tmp_path / "q.parquet"
+    assert_ok(run_cli("sweep", small, *FAST, "--out", single))
+    assert run_cli("query", "select count(*) from results", single, "--format", "csv").stdout == "count_star()\n6\n"
+    assert_user_error(run_cli("query", "selec count(*) from results", out), "query", "syntax error")
+    assert_user_error(run_cli("query", "select nope from results", out), "nope")
+    assert_user_error(run_cli("query", "select 1", tmp_path / "nothere"), "no such file")
+    assert_user_error(run_cli("query", "select 1", out, "--format", "json"), "--format")
+
+
+def _patched_run(monkeypatch, behaviour):
+    """Replace the worker function: `behaviour(call_number, overrides)` -> None to run, or raise/return."""
+    calls: dict[tuple[str, ...], int] = {}
+
+    def fake(text, origin, overrides, seed, force=False, stop=None):
+        key = tuple(overrides)
+        calls[key] = calls.get(key, 0) + 1
+        got = behaviour(calls[key], overrides)
+        return REAL_RUN(text, origin, overrides, seed, force, stop) if got is None else got
+
+    monkeypatch.setattr(sweeps, "run_point", fake)
+    monkeypatch.setenv("CI", "true")
+    return calls
+
+
+def _main(*args) -> int:
+    with pytest.raises(SystemExit) as ex:
+        main([str(a) for a in args])
+    return int(ex.value.code or 0)
+
+
+def test_a_crashed_worker_is_retried_once(monkeypatch, small, tmp_path, capsys):
+    def crash_once(n, ov):
+        if "source.0.rate=100k/s" in ov and n == 1:
+            raise RuntimeError("worker died")
+        return None
+
+    calls = _patched_run(monkeypatch, crash_once)
+    out = tmp_path / "retry"
+    assert _main("sweep", small, *FAST, "--out", out) == 0
+    assert read(out).num_rows == 6
+    assert max(calls.values()) == 2 and sum(calls.values()) == 8
+
+    def always(n, ov):
+        if "source.0.rate=100k/s" in ov:
+            raise RuntimeError("worker died")
+        return None
+
+    calls = _patched_run(monkeypatch, always)
+    out = tmp_path / "crash"
+    capsys.readouterr()
+    assert _main("sweep", small, *FAST, "--out", out) == 1
+    err = capsys.readouterr().err.strip().splitlines()
+    assert len(err) == 1 and err[0].startswith("error: 2 of 6 runs failed"), err
+    assert "crashed twice" in err[0] and "RuntimeError: worker died" in err[0] and "--resume" in err[0]
+    assert sorted(calls.values()) == [1, 1, 1, 1, 2, 2]
+    # The runs that ended are kept; resuming runs only the failed ones.
+    assert read(out).num_rows == 4
+    calls = _patched_run(monkeypatch, lambda n, ov: None)
+    assert _main("sweep", small, *FAST, "--out", out, "--resume") == 0
+    assert sum(calls.values()) == 2 and read(out).num_rows == 6
+
+
+def test_a_point_that_fails_on_bad_input_is_reported_not_retried(monkeypatch, small, tmp_path, capsys):
+    def bad(n, ov):
+        return (False, "source[0].rate: too fast") if "source.0.rate=200k/s" in ov else None
+
+    calls = _patched_run(monkeypatch, bad)
+    assert _main("sweep", small, *FAST, "--out", tmp_path / "bad") == 2
+    err = capsys.readouterr().err.strip().splitlines()
+    assert len(err) == 1 and "too fast" in err[0] and "platform.cpus=2, source.0.rate=200k/s" in err[0], err
+    assert sorted(calls.values()) == [1] * 6
+
+
+def test_progress_is_plain_lines_when_piped_and_nothing_when_quiet(small, tmp_path):
+    env = {k: v for k, v in os.environ.items() if k != "CI"}
+    cmd = [sys.executable, "-m", "irqlab", "sweep", str(small), "--grid", "seed=1,2"]
+    p = subprocess.run(cmd, env=env, capture_output=True, text=True, timeout=120)
+    assert p.returncode == 0, p.stderr
+    assert "sweep (2 points): 2/2 points" in p.stderr
+    p = subprocess.run([*cmd, "--quiet"], env=env, capture_output=True, text=True, timeout=120)
+    assert p.returncode == 0 and p.stderr == ""
