@@ -137,7 +137,11 @@ def test_a_parquet_file_resumes_from_its_parts_and_merges_to_the_same_bytes(smal
     assert_user_error(run_cli("sweep", small, *FAST, "--out", cut), "unfinished sweep", "--resume")
     p = run_cli("sweep", small, *FAST, "--out", cut, "--resume")
     assert_ok(p)
-    assert f"({6 - lost} runs resumed)" in p.stdout
+    # (A loaded machine may have flushed all six runs in one part: then none is resumed.)
+    if lost < 6:
+        assert f"({6 - lost} runs resumed)" in p.stdout
+    else:
+        assert "resumed" not in p.stdout
     assert cut.read_bytes() == whole.read_bytes()
     assert not parts.exists()
     # A finished file resumes to itself.
