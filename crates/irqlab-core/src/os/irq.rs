@@ -173,7 +173,7 @@ impl<P: Parts> Machine<P> {
                 }
                 Work::Softirq | Work::Napi { .. } => {} // the running softirq takes the poll list on
                 _ => {
-                    if (work > 0 || !self.cpus[c].napi_list[lv].is_empty()) && self.run_softirqs(s, c, level) {
+                    if (work > 0 || !self.cpus[c].napi_list[lv].is_empty()) && self.start_softirqs(s, c, level) {
                         return;
                     }
                 }

@@ -5,10 +5,17 @@
 //! complete (`napi_complete_done`, which re-arms its interrupt). Busy-polled
 //! queues are scheduled by the packet itself, with no interrupt.
 
+use crate::engine::time::{Ps, PS_PER_MS};
 use crate::engine::Scheduler;
 use crate::platform::cpu::{Frame, Level, Mask, Work};
 use crate::platform::machine::{Ev, Machine};
 use crate::platform::parts::Parts;
+
+/// `MAX_SOFTIRQ_RESTART` and `MAX_SOFTIRQ_TIME` (kernel/softirq.c): `__do_softirq`
+/// runs the pending softirqs again at most this many times in all, and not past this
+/// long, before it wakes ksoftirqd.
+const MAX_SOFTIRQ_RESTART: u32 = 10;
+const MAX_SOFTIRQ_TIME: Ps = 2 * PS_PER_MS;
 
 impl<P: Parts> Machine<P> {
     /// Puts NAPI context `q` on CPU `c`'s poll list, unless it is already scheduled.
@@ -31,9 +38,44 @@ impl<P: Parts> Machine<P> {
         self.napi_enqueue(c, q);
         if self.softirq_can_run(c, level) {
             self.pause_top(s, c);
-            self.run_softirqs(s, c, level);
+            self.start_softirqs(s, c, level);
             self.run_top(s, c);
         }
+    }
+
+    /// A fresh `__do_softirq` (on irq exit, or in ksoftirqd): its limits start
+    /// now; then `run_softirqs`.
+    pub fn start_softirqs(&mut self, s: &mut Scheduler<Ev>, c: usize, level: Level) -> bool {
+        let now = s.now();
+        let budget = self.c.netdev_budget;
+        let sn = &mut self.cpus[c].softnet[level as usize];
+        (sn.left, sn.rx_since, sn.restarts, sn.do_since) = (budget, now, MAX_SOFTIRQ_RESTART, now);
+        self.run_softirqs(s, c, level)
+    }
+
+    /// A poll round took `work` packets: whether this `__do_softirq` must stop
+    /// and leave the rest to ksoftirqd. `net_rx_action` stops at `netdev_budget`
+    /// packets or `netdev_budget_usecs` (a time squeeze) and re-raises NET_RX;
+    /// `__do_softirq` restarts while it has restarts and time left.
+    fn softnet_spent(&mut self, c: usize, level: Level, work: u32, now: Ps) -> bool {
+        let (budget, limit) = (self.c.netdev_budget, self.c.netdev_budget_time);
+        let sn = &mut self.cpus[c].softnet[level as usize];
+        sn.left -= work as i64;
+        if sn.left > 0 && now - sn.rx_since < limit {
+            return false;
+        }
+        self.n.time_squeeze += 1;
+        sn.restarts = sn.restarts.saturating_sub(1);
+        let restart = sn.restarts > 0 && now - sn.do_since < MAX_SOFTIRQ_TIME;
+        (sn.left, sn.rx_since) = (budget, now);
+        if restart {
+            return false;
+        }
+        self.n.ksoftirqd_wakeups += 1;
+        // A guest's ksoftirqd runs at once on its otherwise idle vCPU (the guest's
+        // idle loop is not modelled): a fresh `__do_softirq` there.
+        (sn.restarts, sn.do_since) = (MAX_SOFTIRQ_RESTART, now);
+        level == Level::Host
     }
 
     /// Softirqs run on irq exit or after a softirq frame, never inside interrupt or softirq context.
@@ -72,8 +114,11 @@ impl<P: Parts> Machine<P> {
         // which shares the CPU with the thread (`idle_work`): a flood of packets
         // does not starve process context (receive livelock).
         let below = self.cpus[c].top().work;
-        let defer =
+        let mut defer =
             level == Level::Host && (matches!(below, Work::Thread { .. }) || (!self.cpus[c].threads.is_empty() && self.idle_host(c)));
+        // Out of budget, restarts and time: the rest waits for ksoftirqd, which
+        // runs when the CPU would idle (at once on an idle CPU; in turns with job threads).
+        defer |= self.softnet_spent(c, level, n.work, s.now());
         if !defer && self.softirq_can_run(c, level) {
             self.run_softirqs(s, c, level);
         }

@@ -42,7 +42,7 @@ impl<P: Parts> Machine<P> {
         let cpu = &mut self.cpus[c];
         if softirq && (cpu.threads.is_empty() || cpu.thread_ran) {
             cpu.thread_ran = false;
-            return self.run_softirqs(s, c, Level::Host);
+            return self.start_softirqs(s, c, Level::Host);
         }
         cpu.thread_ran = true;
         self.start_thread(s, c)

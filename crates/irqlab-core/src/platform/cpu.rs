@@ -134,6 +134,17 @@ impl Frame {
     }
 }
 
+/// Where a CPU's softirq processing stands against its limits: the packets
+/// left to this `net_rx_action` and when it started, and the restarts left to
+/// this `__do_softirq` and when it started (kernel/softirq.c, net/core/dev.c).
+#[derive(Clone, Copy, Debug, Default)]
+pub struct Softnet {
+    pub left: i64,
+    pub rx_since: Ps,
+    pub restarts: u32,
+    pub do_since: Ps,
+}
+
 pub struct Cpu {
     pub stack: Vec<Frame>,
     /// When the top frame last started running (valid while `timer` is set).
@@ -153,6 +164,8 @@ pub struct Cpu {
     pub threads: VecDeque<(u8, u32, Ps)>,
     /// A thread's work ran last (ksoftirqd's turn next, if it has work).
     pub thread_ran: bool,
+    /// The running `__do_softirq` and its `net_rx_action`, per level.
+    pub softnet: [Softnet; 2],
     pub rq: VecDeque<u32>,
     pub current: Option<u32>,
     pub slice_start: Ps,
@@ -177,6 +190,7 @@ impl Cpu {
             napi_list: Default::default(),
             threads: VecDeque::new(),
             thread_ran: false,
+            softnet: Default::default(),
             rq: VecDeque::new(),
             current: None,
             slice_start: 0,

@@ -84,6 +84,9 @@ pub struct Costs {
     pub hyp_handler: Ps,
     pub hyp_inject: Ps,
     pub hyp_entry: Ps,
+    /// `netdev_budget` packets, `netdev_budget_usecs` of time per `net_rx_action`.
+    pub netdev_budget: i64,
+    pub netdev_budget_time: Ps,
 }
 
 /// Counters reset at the end of warm-up.
@@ -101,6 +104,10 @@ pub struct Counters {
     /// Interrupts that came while GSIM had the source disabled (masked + pending).
     pub masked_while_disabled: u64,
     pub resends: u64,
+    /// `net_rx_action` ran out of budget or time (`softnet_stat`'s time_squeeze).
+    pub time_squeeze: u64,
+    /// `__do_softirq` ran out of restarts or time and woke ksoftirqd.
+    pub ksoftirqd_wakeups: u64,
     /// Pending interrupts whose handler a callback ran itself (`Machine::enable_and_run`).
     pub run_from_timer: u64,
     /// Device messages merged into one already held in the PBA while the vector was masked.
@@ -149,6 +156,8 @@ pub struct Napi {
     pub level: Level,
     /// `NAPI_STATE_SCHED`: on its CPU's poll list, or being polled.
     pub scheduled: bool,
+    /// Packets the poll round in progress takes (its owner sets it in `napi_poll`).
+    pub work: u32,
 }
 
 pub struct Machine<P> {
@@ -290,6 +299,8 @@ impl<P: Parts> Machine<P> {
                 hyp_handler: sc.hypervisor.handler.ps(),
                 hyp_inject: sc.hypervisor.inject.ps(),
                 hyp_entry: sc.hypervisor.entry.ps(),
+                netdev_budget: sc.net.netdev_budget as i64,
+                netdev_budget_time: sc.net.netdev_budget_usecs as u64 * crate::engine::time::PS_PER_US,
             },
             cpus,
             srcs,
@@ -372,7 +383,7 @@ impl<P: Parts> Machine<P> {
 
     /// Registers a NAPI context (`netif_napi_add`); returns its id.
     pub fn napi_register(&mut self, owner: u8, arg: u32, cpu: u32, level: Level) -> u32 {
-        self.napis.push(Napi { owner, arg, cpu, level, scheduled: false });
+        self.napis.push(Napi { owner, arg, cpu, level, scheduled: false, work: 0 });
         (self.napis.len() - 1) as u32
     }
 

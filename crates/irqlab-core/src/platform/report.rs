@@ -133,6 +133,11 @@ impl<P: Parts> Machine<P> {
 
         r.metric("msi_merged_at_device", self.n.msi_merged_at_device as f64);
         r.metric("msi_merged_in_pba", self.n.pba_merged as f64);
+        if !self.napis.is_empty() {
+            // /proc/net/softnet_stat's time_squeeze, and ksoftirqd taking over.
+            r.metric("softnet.time_squeeze_per_s", self.n.time_squeeze as f64 / secs);
+            r.metric("softnet.ksoftirqd_wakeups_per_s", self.n.ksoftirqd_wakeups as f64 / secs);
+        }
         P::report(self, &mut r, now, secs);
         if !self.paths.is_empty() {
             let busy: Ps = self.paths.iter().map(|p| p.busy_time).sum();

@@ -61,6 +61,9 @@ pub struct Scenario {
     pub cpu: CpuCosts,
     #[serde(default)]
     pub fabric: Fabric,
+    /// The network stack's softirq budgets (sysctl net.core.*).
+    #[serde(default)]
+    pub net: NetBudget,
     #[serde(default)]
     pub hypervisor: HypervisorCosts,
     /// MSI sources: device queues that raise interrupts.
@@ -139,6 +142,32 @@ impl Default for Platform {
 }
 
 /// The platform interrupt fabric (PCIe root port, IOMMU interrupt remapping): every
+/// `net_rx_action`'s budgets, sysctl `net.core.netdev_budget` and
+/// `net.core.netdev_budget_usecs` (defaults in net/core/hotdata.c: 300, and two
+/// jiffies at HZ=1000): one `net_rx_action` polls up to this many packets, or
+/// for this long, then re-raises NET_RX.
+#[derive(Clone, Debug, Deserialize, Serialize, JsonSchema)]
+#[serde(deny_unknown_fields)]
+pub struct NetBudget {
+    #[serde(default = "d_netdev_budget")]
+    pub netdev_budget: u32,
+    #[serde(default = "d_netdev_budget_usecs")]
+    pub netdev_budget_usecs: u32,
+}
+
+fn d_netdev_budget() -> u32 {
+    300
+}
+fn d_netdev_budget_usecs() -> u32 {
+    2000
+}
+
+impl Default for NetBudget {
+    fn default() -> Self {
+        NetBudget { netdev_budget: d_netdev_budget(), netdev_budget_usecs: d_netdev_budget_usecs() }
+    }
+}
+
 /// MSI write occupies one of `slots` for `msi_write`; beyond capacity writes queue.
 #[derive(Clone, Debug, Deserialize, Serialize, JsonSchema)]
 #[serde(deny_unknown_fields)]

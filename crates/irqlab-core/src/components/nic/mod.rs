@@ -9,6 +9,8 @@
 
 pub mod params;
 
+#[cfg(test)]
+mod tests;
 use crate::components::moderation::QueueMod;
 use crate::components::nic::params::VfIrqs;
 use crate::engine::rng::{exp_sample, stream, Rng};
@@ -267,7 +269,9 @@ impl Component for Nic {
         let rx = &mut me.rxqs[q as usize];
         let grp = &me.groups[rx.group as usize];
         rx.poll_n = (rx.ring_pkts.len() as u32).min(grp.budget);
-        grp.per_poll + rx.poll_n as u64 * grp.per_packet
+        let (napi, n, len) = (rx.napi, rx.poll_n, grp.per_poll + rx.poll_n as u64 * grp.per_packet);
+        m.napis[napi as usize].work = n;
+        len
     }
 
     /// Hands the round's packets up the stack; then repoll (budget used up, or
