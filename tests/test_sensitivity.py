@@ -245,3 +245,26 @@ def test_credits_and_the_device_ceiling_move_iops_the_way_the_mechanism_says(tmp
     )
     half = _run(json.loads(out.read_text()), "nvme.0.iops", 0.5)["change"]["nvme.ssd.iops"]
     assert -0.55 < half < -0.4, half
+
+
+def test_cpu_costs_move_iops_the_way_the_mechanism_says_where_the_cpus_are_the_limit(tmp_path: Path) -> None:
+    # 4 disks whose jobs and interrupts share 4 CPUs: the CPUs, not the platform,
+    # are the limit, so every CPU cost on the I/O path (submission, the handler,
+    # reaping a completion, interrupt entry) lowers IOPS when doubled and raises
+    # them when halved; the interrupt costs also move the hardirq share with them.
+    ex = irqlab.SCENARIOS_DIR / "examples" / "m5-nvme-posted-msi.toml"
+    sets = ["nvme.0.count=4", "nvme.0.cpus=[0, 1, 2, 3]", "posted_msi.enabled=false", "duration=60ms", "warmup=30ms"]
+    params = ["nvme.0.submit", "nvme.0.handler", "nvme.0.per_cqe", "cpu.irq_entry"]
+    args: list[Any] = ["sensitivity", ex, "--metric", "nvme.ssd.iops", "--metric", "hardirq_share"]
+    for s in sets:
+        args += ["--set", s]
+    for p in params:
+        args += ["--param", p]
+    out = tmp_path / "cpu.json"
+    assert_ok(run_cli(*args, "--json", out))
+    doc = json.loads(out.read_text())
+    for p in params:
+        cheaper, dearer = _run(doc, p, 0.5)["change"], _run(doc, p, 2.0)["change"]
+        assert cheaper["nvme.ssd.iops"] > 0 > dearer["nvme.ssd.iops"], p
+    for p in ["nvme.0.handler", "cpu.irq_entry"]:
+        assert _run(doc, p, 2.0)["change"]["hardirq_share"] > 0, p
