@@ -4,6 +4,7 @@ mypy cannot read the compiled module, so this stub states what the binding
 accepts and returns; change it with the binding. Check it against the built
 extension with `python -m mypy.stubtest irqlab._core`."""
 
+import os
 from collections.abc import Mapping, Sequence
 
 __all__ = [
@@ -50,10 +51,13 @@ def run(
     trace: bool = False,
     stop: StopFlag | None = None,
     force: bool = False,
+    trace_to: str | os.PathLike[str] | None = None,
 ) -> tuple[str, bytes | None]:
     """Run a scenario (GIL released): (result JSON, Perfetto trace bytes if `trace`).
-    Raises KeyboardInterrupt if `stop` was set before the run ended, and
-    ScenarioError if its estimated events or memory pass the limits (unless `force`)."""
+    With `trace_to` the trace is streamed into that file instead (None is
+    returned for it; OSError if it cannot be written). Raises KeyboardInterrupt
+    if `stop` was set before the run ended, and ScenarioError if its estimated
+    events or memory pass the limits (unless `force`)."""
 
 def check_budget(text: str, origin: str, overrides: list[str] = ..., trace: bool = False) -> None:
     """ScenarioError if a run's estimated events or memory pass the limits."""

@@ -97,22 +97,51 @@ def _temp_for(dest: Path, path: str | os.PathLike[str]) -> tuple[Path, int]:
         raise UserError(f"{path}: cannot write: {e.strerror or e}") from None
 
 
-def write_all(outputs: Sequence[tuple[str | os.PathLike[str], bytes | str]]) -> None:
+def streams_to_file(path: str | os.PathLike[str]) -> bool:
+    """Whether an output at `path` can be streamed into a temp file beside it
+    (a regular file or a new one), rather than written through (a FIFO, a device)."""
+    return not _destination(path)[1]
+
+
+@contextmanager
+def staged_file(path: str | os.PathLike[str]) -> Iterator[Path]:
+    """A temp file beside `path` (named as `write_all`'s) for a writer that
+    streams into it, such as the core's trace; `write_all(..., staged=[(path,
+    temp)])` moves it into place with the other outputs. It is removed if it is
+    still there when the block ends (a failure, Ctrl-C)."""
+    dest, _ = _destination(path)
+    tmp, fd = _temp_for(dest, path)
+    os.close(fd)
+    try:
+        yield tmp
+    finally:
+        with contextlib.suppress(OSError):
+            os.unlink(tmp)
+
+
+def write_all(
+    outputs: Sequence[tuple[str | os.PathLike[str], bytes | str]],
+    staged: Sequence[tuple[str | os.PathLike[str], Path]] = (),
+) -> None:
     """Write every (path, data) or none: each regular file goes to a temp file
     beside it first (named `.NAME.irqlab-partial-XXXX`, so nobody takes it for a
     result) and replaces its destination only once all are written; a FIFO or
-    device is written through, never replaced. On any failure, or Ctrl-C, the
-    temp files are removed and no destination has changed."""
-    staged: list[tuple[Path, Path | None, bytes, str | os.PathLike[str]]] = []
+    device is written through, never replaced. `staged` are (path, temp file)
+    already written by a streaming writer (`staged_file`): they replace their
+    destinations with the others. On any failure, or Ctrl-C, the temp files are
+    removed and no destination has changed."""
+    # (The streaming writer synced its file: the core's trace does.)
+    streamed = [(_destination(path)[0], tmp, b"", path) for path, tmp in staged]
+    written: list[tuple[Path, Path | None, bytes, str | os.PathLike[str]]] = []
     try:
         for path, data in outputs:
             raw = data.encode("utf-8") if isinstance(data, str) else data
             dest, through = _destination(path)
             if through:
-                staged.append((dest, None, raw, path))
+                written.append((dest, None, raw, path))
                 continue
             tmp, fd = _temp_for(dest, path)
-            staged.append((dest, tmp, raw, path))
+            written.append((dest, tmp, raw, path))
             try:
                 with os.fdopen(fd, "wb") as f:
                     f.write(raw)
@@ -120,7 +149,7 @@ def write_all(outputs: Sequence[tuple[str | os.PathLike[str], bytes | str]]) -> 
                     os.fsync(f.fileno())
             except OSError as e:
                 raise UserError(f"{path}: cannot write: {e.strerror or e}") from None
-        for target, temp, content, name in staged:
+        for target, temp, content, name in [*written, *streamed]:
             if temp is None:
                 try:
                     with open(target, "wb") as f:
@@ -130,7 +159,7 @@ def write_all(outputs: Sequence[tuple[str | os.PathLike[str], bytes | str]]) -> 
             else:
                 os.replace(temp, target)
     finally:
-        for item in staged:
+        for item in [*written, *streamed]:
             if item[1] is not None:
                 with contextlib.suppress(OSError):
                     os.unlink(item[1])

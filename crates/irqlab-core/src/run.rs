@@ -20,6 +20,8 @@ use std::sync::Arc;
 pub struct RunOutput {
     pub report: Report,
     pub trace: Option<Vec<u8>>,
+    /// A trace streamed to `RunOptions::trace_to` that could not be written.
+    pub trace_error: Option<String>,
     /// The machine's lifetime audit (empty for the KVM entry-loop model).
     pub audit: Audit,
     /// Writes not yet handed to a handler when the run ended.
@@ -35,6 +37,8 @@ pub struct RunOutput {
 pub struct RunOptions {
     pub seed: Option<u64>,
     pub trace: bool,
+    /// With `trace`: stream it into this file (memory stays bounded) instead of returning its bytes.
+    pub trace_to: Option<std::path::PathBuf>,
     /// Keep what invariant checks need (delivered ids, fabric intervals).
     pub audit: bool,
     /// Set from outside (Ctrl-C) to end the run early: `RunOutput::stopped` then says so.
@@ -63,7 +67,7 @@ fn span(sc: &Scenario, opt: &RunOptions) -> Span {
         end: sc.trace.end.map(|t| t.ps()).unwrap_or(end),
         max_events: sc.trace.max_events as usize,
     });
-    Span { warmup, end, trace }
+    Span { warmup, end, trace, trace_to: opt.trace_to.clone() }
 }
 
 pub fn run(sc: &Scenario, opt: RunOptions) -> RunOutput {
@@ -85,7 +89,16 @@ fn run_with(sc: &Scenario, opt: RunOptions, arrivals: &BTreeMap<String, Vec<Ps>>
             let mut kvm = out.audit;
             kvm.time_reversals = out.time_reversals;
             let stopped = out.stopped;
-            RunOutput { report: out.report, trace: out.trace, audit: Audit::default(), pending_events: 0, seed, kvm: Some(kvm), stopped }
+            RunOutput {
+                report: out.report,
+                trace: out.trace,
+                trace_error: out.trace_error,
+                audit: Audit::default(),
+                pending_events: 0,
+                seed,
+                kvm: Some(kvm),
+                stopped,
+            }
         }
         ModelKind::Machine => run_machine::<Components>(sc, opt, arrivals),
     }
@@ -111,7 +124,16 @@ pub fn run_machine<P: Parts>(sc: &Scenario, opt: RunOptions, arrivals: &BTreeMap
     });
     let (mut audit, pending_events) = out.audit;
     audit.time_reversals = out.time_reversals;
-    RunOutput { report: out.report, trace: out.trace, audit, pending_events, seed, kvm: None, stopped: out.stopped }
+    RunOutput {
+        report: out.report,
+        trace: out.trace,
+        trace_error: out.trace_error,
+        audit,
+        pending_events,
+        seed,
+        kvm: None,
+        stopped: out.stopped,
+    }
 }
 
 #[derive(Serialize)]

@@ -88,7 +88,7 @@ fn check_budget(text: &str, origin: &str, overrides: Vec<String>, trace: bool) -
 }
 
 fn options(seed: Option<u64>, trace: bool, stop: Option<&Bound<'_, StopFlag>>) -> irqlab_core::RunOptions {
-    irqlab_core::RunOptions { seed, trace, audit: false, stop: stop.map(|f| f.get().0.clone()) }
+    irqlab_core::RunOptions { seed, trace, trace_to: None, audit: false, stop: stop.map(|f| f.get().0.clone()) }
 }
 
 /// A stopped run's partial results are not results: it ends as KeyboardInterrupt.
@@ -99,9 +99,11 @@ fn finished<T>(out: (T, bool)) -> PyResult<T> {
     }
 }
 
-/// Runs a scenario with the GIL released; returns (result JSON, trace bytes or None).
+/// Runs a scenario with the GIL released; returns (result JSON, trace bytes or
+/// None). With `trace_to` the trace is streamed into that file (memory stays
+/// bounded) and None is returned; a write failure raises OSError.
 #[pyfunction]
-#[pyo3(signature = (text, origin, overrides=vec![], seed=None, trace=false, stop=None, force=false))]
+#[pyo3(signature = (text, origin, overrides=vec![], seed=None, trace=false, stop=None, force=false, trace_to=None))]
 #[allow(clippy::too_many_arguments)]
 fn run(
     py: Python<'_>,
@@ -112,18 +114,25 @@ fn run(
     trace: bool,
     stop: Option<&Bound<'_, StopFlag>>,
     force: bool,
+    trace_to: Option<std::path::PathBuf>,
 ) -> PyResult<(String, PyObject)> {
     let sc = load(text, origin, overrides)?;
+    let trace = trace || trace_to.is_some();
     if !force {
-        within_budget(&sc, origin, trace)?;
+        // A streamed trace costs no memory per event.
+        within_budget(&sc, origin, trace && trace_to.is_none())?;
     }
-    let opt = options(seed, trace, stop);
-    let (json, bytes) = finished(py.allow_threads(|| {
+    let mut opt = options(seed, trace, stop);
+    opt.trace_to = trace_to;
+    let (json, bytes, error) = finished(py.allow_threads(|| {
         guarded(|| {
             let out = irqlab_core::run(&sc, opt);
-            ((irqlab_core::to_json(&sc, &out), out.trace), out.stopped)
+            ((irqlab_core::to_json(&sc, &out), out.trace, out.trace_error), out.stopped)
         })
     })?)?;
+    if let Some(e) = error {
+        return Err(pyo3::exceptions::PyOSError::new_err(e));
+    }
     let bytes = match bytes {
         Some(b) => PyBytes::new_bound(py, &b).into_any().unbind(),
         None => py.None(),

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 import sys
+from contextlib import nullcontext
 from enum import StrEnum
 from pathlib import Path
 from typing import Annotated
@@ -19,6 +20,8 @@ from .._util import (
     measured_keys,
     read_scenario,
     set_from,
+    staged_file,
+    streams_to_file,
     write_all,
 )
 from ..reproduce import variant_overrides
@@ -97,7 +100,37 @@ def run(
     sets = variant_overrides(scenario, variant) if variant is not None else []
     overrides = sets + set_from(set_from_) + check_overrides(set_)
     s = check_seed(seed)
-    raw, trace = in_worker(lambda stop: _core.run(text, origin, overrides, s, trace_out is not None, stop, force))
+    # A trace for a file streams into a temp file beside it (memory stays bounded
+    # whatever trace.max_events is); for stdout, a FIFO or a device it comes back as bytes.
+    stream = trace_out is not None and not to_stdout(trace_out) and streams_to_file(trace_out)
+    with staged_file(trace_out) if stream and trace_out is not None else nullcontext(None) as trace_tmp:
+        _run_and_show(
+            text, origin, overrides, s, force, set_from_, variant, json_out, trace_out, trace_tmp, fmt, per_cpu, all_
+        )
+
+
+def _run_and_show(
+    text: str,
+    origin: str,
+    overrides: list[str],
+    s: int | None,
+    force: bool,
+    set_from_: list[str] | None,
+    variant: str | None,
+    json_out: Path | None,
+    trace_out: Path | None,
+    trace_tmp: Path | None,
+    fmt: Format,
+    per_cpu: bool,
+    all_: bool,
+) -> None:
+    json_stdout = to_stdout(json_out) or fmt is Format.json
+    try:
+        raw, trace = in_worker(
+            lambda stop: _core.run(text, origin, overrides, s, trace_out is not None, stop, force, trace_tmp)
+        )
+    except OSError as e:
+        raise UserError(f"--trace {trace_out}: {e}") from None
     result = json.loads(raw)
     # The core's warnings: a run it can do, with a result a user would not expect.
     for w in result.get("warnings", []):
@@ -105,11 +138,12 @@ def run(
     result["provenance"] = provenance.build(
         text, origin, overrides, measured_keys(set_from_), [*result["metrics"], *result["histograms"]]
     )
-    if trace_out is not None and trace is None:
+    if trace_out is not None and trace is None and trace_tmp is None:
         raise UserError(f"--trace {trace_out}: the core produced no trace")
     # Both outputs or neither: a trace that cannot be written leaves no JSON behind.
     outputs: list[tuple[Path | None, bytes | str | None]] = [(json_out, dump(result)), (trace_out, trace)]
-    write_all([(d, x) for d, x in outputs if d is not None and x is not None and not to_stdout(d)])
+    streamed = [(trace_out, trace_tmp)] if trace_out is not None and trace_tmp is not None else []
+    write_all([(d, x) for d, x in outputs if d is not None and x is not None and not to_stdout(d)], streamed)
     short = summary.short_run(result, result["provenance"]["scenario"])
     if short is not None:
         err.print(f"warning: {short}", markup=False, soft_wrap=True)

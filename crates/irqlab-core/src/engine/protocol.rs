@@ -27,16 +27,20 @@ pub trait Protocol: Model + Sized {
 }
 
 /// When a run starts measuring and ends, and what it traces.
-#[derive(Clone, Copy, Debug)]
+#[derive(Clone, Debug)]
 pub struct Span {
     pub warmup: Ps,
     pub end: Ps,
     /// `Some` to write a Perfetto trace within these bounds.
     pub trace: Option<TraceBounds>,
+    /// Stream the trace into this file instead of holding it in memory.
+    pub trace_to: Option<std::path::PathBuf>,
 }
 
 pub struct Outcome<A> {
     pub report: Report,
+    /// A streamed trace that could not be written (the file is incomplete).
+    pub trace_error: Option<String>,
     pub trace: Option<Vec<u8>>,
     pub audit: A,
     /// Events the scheduler handed out of time order (the queue's audit: always 0).
@@ -59,9 +63,10 @@ pub fn run_stoppable<M: Protocol>(
     stop: Option<Arc<AtomicBool>>,
     prepare: impl FnOnce(&mut M),
 ) -> Outcome<M::Audit> {
-    let tracer = match span.trace {
-        Some(b) => Tracer::new(b),
-        None => Tracer::disabled(),
+    let tracer = match (span.trace, &span.trace_to) {
+        (Some(b), Some(path)) => Tracer::to_file(b, path),
+        (Some(b), None) => Tracer::new(b),
+        (None, _) => Tracer::disabled(),
     };
     let mut m = M::build(cfg, seed, tracer);
     prepare(&mut m);
@@ -78,5 +83,9 @@ pub fn run_stoppable<M: Protocol>(
     let now = s.now();
     let report = m.report(now, s.events());
     let (audit, tracer) = m.finish(now);
-    Outcome { report, trace: tracer.finish(now), audit, time_reversals: s.time_reversals(), stopped: s.stopped() }
+    let (trace, trace_error) = match tracer.finish(now) {
+        Ok(t) => (t, None),
+        Err(e) => (None, Some(e)),
+    };
+    Outcome { report, trace, trace_error, audit, time_reversals: s.time_reversals(), stopped: s.stopped() }
 }

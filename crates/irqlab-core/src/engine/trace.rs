@@ -8,6 +8,8 @@
 
 use super::time::{Ps, PS_PER_NS};
 use prost::Message;
+use std::io::Write;
+use std::path::Path;
 
 /// The file's message: the tracer writes its field 1 packet by packet
 /// (`Tracer::append`); the tests decode it whole.
@@ -97,16 +99,41 @@ pub struct Tracer {
     /// field 1 as it is made, so memory is the file's size, not ten times it
     /// (as holding the packets as structs was).
     encoded: Vec<u8>,
+    /// Streaming: the file the encoded packets go to once `FLUSH_AT` bytes
+    /// have gathered, so memory stays bounded whatever `max_events` is.
+    sink: Option<std::io::BufWriter<std::fs::File>>,
+    /// The first write error (the trace is then incomplete and must not be kept).
+    pub error: Option<String>,
     tracks: Vec<TrackState>,
 }
 
+/// Encoded bytes held before a streaming tracer writes them out.
+const FLUSH_AT: usize = 1 << 20;
+
 impl Tracer {
     pub fn disabled() -> Self {
-        Self { enabled: false, bounds: TraceBounds { start: 0, end: 0, max_events: 0 }, events: 0, encoded: Vec::new(), tracks: Vec::new() }
+        Self {
+            enabled: false,
+            bounds: TraceBounds { start: 0, end: 0, max_events: 0 },
+            events: 0,
+            encoded: Vec::new(),
+            sink: None,
+            error: None,
+            tracks: Vec::new(),
+        }
     }
 
     pub fn new(bounds: TraceBounds) -> Self {
         Self { enabled: true, bounds, ..Self::disabled() }
+    }
+
+    /// A tracer that streams its packets into the file at `path` (created or
+    /// truncated). If it cannot be opened, the tracer records nothing and says why in `error`.
+    pub fn to_file(bounds: TraceBounds, path: &Path) -> Self {
+        match std::fs::File::create(path) {
+            Ok(f) => Self { sink: Some(std::io::BufWriter::new(f)), ..Self::new(bounds) },
+            Err(e) => Self { error: Some(format!("{}: cannot write: {e}", path.display())), ..Self::disabled() },
+        }
     }
 
     #[inline(always)]
@@ -227,22 +254,47 @@ impl Tracer {
         self.emit(t, TrackEvent { r#type: Some(COUNTER), track_uuid: Some(uuid), double_counter_value: Some(v), ..Default::default() });
     }
 
-    /// Closes every open slice at `now` and encodes the trace. `None` if disabled.
-    pub fn finish(mut self, now: Ps) -> Option<Vec<u8>> {
+    /// Closes every open slice at `now` and encodes the trace: its bytes, or
+    /// `None` if disabled or streamed to a file (then `Err` if that failed).
+    pub fn finish(mut self, now: Ps) -> Result<Option<Vec<u8>>, String> {
+        if let Some(e) = self.error.take() {
+            return Err(e);
+        }
         if !self.enabled {
-            return None;
+            return Ok(None);
         }
         for i in 0..self.tracks.len() {
             while !self.tracks[i].open.is_empty() {
                 self.end(now, TrackId(i as u32));
             }
         }
-        Some(std::mem::take(&mut self.encoded))
+        let Some(mut sink) = self.sink.take() else { return Ok(Some(std::mem::take(&mut self.encoded))) };
+        let done = sink.write_all(&self.encoded).and_then(|_| sink.flush()).and_then(|_| sink.get_ref().sync_all());
+        match (self.error.take(), done) {
+            (Some(e), _) => Err(e),
+            (None, Err(e)) => Err(format!("cannot write the trace: {e}")),
+            (None, Ok(())) => Ok(None),
+        }
     }
 
     /// Appends one packet as `Trace.packet` (field 1): concatenated, they are a `Trace`.
     fn append(&mut self, p: TracePacket) {
         prost::encoding::message::encode(1, &p, &mut self.encoded);
+        if self.encoded.len() >= FLUSH_AT {
+            self.spill();
+        }
+    }
+
+    /// A streaming tracer writes what it holds; after a failure it stops recording.
+    #[cold]
+    fn spill(&mut self) {
+        let Some(sink) = &mut self.sink else { return };
+        if let Err(e) = sink.write_all(&self.encoded) {
+            self.error = Some(format!("cannot write the trace: {e}"));
+            self.sink = None;
+            self.enabled = false;
+        }
+        self.encoded.clear();
     }
 }
 
@@ -264,7 +316,7 @@ mod tests {
         tr.begin(4000, cpu, "softirq", "d", None); // over the cap: not recorded
         tr.end(5000, cpu);
         tr.end(6000, cpu);
-        let t = decode(&tr.finish(7000).unwrap());
+        let t = decode(&tr.finish(7000).unwrap().unwrap());
         let kinds: Vec<i32> = t.packet.iter().filter_map(|p| p.track_event.as_ref()).map(|e| e.r#type.unwrap()).collect();
         assert_eq!(kinds, vec![1, 1, 1, 2, 2, 2]);
     }
@@ -277,7 +329,7 @@ mod tests {
         tr.begin(12_000, cpu, "hardirq", "in", Some(7));
         tr.end(13_000, cpu);
         tr.end(25_000, cpu);
-        let t = decode(&tr.finish(30_000).unwrap());
+        let t = decode(&tr.finish(30_000).unwrap().unwrap());
         let evs: Vec<&TrackEvent> = t.packet.iter().filter_map(|p| p.track_event.as_ref()).collect();
         assert_eq!(evs.len(), 2);
         assert_eq!(evs[0].terminating_flow_ids, vec![7]);
@@ -288,6 +340,42 @@ mod tests {
         let mut tr = Tracer::disabled();
         let cpu = tr.track("cpu0", None);
         tr.begin(1, cpu, "task", "x", None);
-        assert!(tr.finish(2).is_none());
+        assert!(tr.finish(2).unwrap().is_none());
+    }
+
+    fn busy(tr: &mut Tracer) {
+        let cpu = tr.track("cpu0", None);
+        // Well past FLUSH_AT: the streaming tracer writes out several times.
+        for i in 0..100_000u64 {
+            tr.begin(i * 10, cpu, "hardirq", "nvme0q1", Some(i));
+            tr.end(i * 10 + 5, cpu);
+        }
+        tr.begin(2_000_000, cpu, "task", "left open", None);
+    }
+
+    #[test]
+    fn a_streamed_trace_is_the_same_bytes_as_one_held_in_memory() {
+        let bounds = TraceBounds { start: 0, end: u64::MAX, max_events: usize::MAX };
+        let mut mem = Tracer::new(bounds);
+        busy(&mut mem);
+        let bytes = mem.finish(3_000_000).unwrap().unwrap();
+        assert!(bytes.len() > 3 * FLUSH_AT);
+        let path = std::env::temp_dir().join(format!("irqlab-trace-test-{}.pftrace", std::process::id()));
+        let mut file = Tracer::to_file(bounds, &path);
+        busy(&mut file);
+        assert!(file.encoded.len() < FLUSH_AT, "memory stays bounded: {} bytes held", file.encoded.len());
+        assert_eq!(file.finish(3_000_000), Ok(None));
+        let streamed = std::fs::read(&path).unwrap();
+        std::fs::remove_file(&path).unwrap();
+        assert!(streamed == bytes, "same bytes");
+    }
+
+    #[test]
+    fn a_trace_that_cannot_be_written_says_why() {
+        let bounds = TraceBounds { start: 0, end: u64::MAX, max_events: usize::MAX };
+        let mut tr = Tracer::to_file(bounds, std::path::Path::new("/"));
+        busy(&mut tr);
+        let e = tr.finish(3_000_000).unwrap_err();
+        assert!(e.starts_with("/: cannot write"), "{e}");
     }
 }
