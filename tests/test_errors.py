@@ -221,6 +221,18 @@ def test_unbounded_work_is_refused_naming_the_key_unless_forced(small, tmp_path)
     assert_user_error(run_cli("run", flood, "--json", out), "source.0.rate", "events", "--force")
     assert_user_error(run_cli("run", small, "--set", "source.0.count=2147483647"), "source.0.count", "memory")
     assert_user_error(run_cli("run", small, "--set", "fabric.slots=4294967295"), "fabric.slots", "memory")
+    # --force lifts the limits, not what the allocator can give: 1.1 PB of I/O state
+    # (past any x86-64 or arm64 address space) is one line, not an abort.
+    disks = ["nvme.0.count=64", "nvme.0.fio.jobs=4096", "nvme.0.fio.iodepth=65535"]
+    nvme = write(
+        tmp_path,
+        "nvme.toml",
+        'name = "n"\nduration = "1ms"\n[[nvme]]\nname = "d"\ncpus = [0]\niops = "1M"\n',
+    )
+    args: list[object] = ["run", nvme, "--force", "--json", out]
+    for s in disks:
+        args += ["--set", s]
+    assert_user_error(run_cli(*args), "nvme.0.fio", "cannot allocate")
     zero = write(
         tmp_path,
         "zero.toml",

@@ -79,6 +79,12 @@ fn within_budget(sc: &irqlab_core::Scenario, origin: &str, trace: bool) -> PyRes
         .map_err(|(key, msg)| ScenarioError::new_err(format!("{origin}: {key}: {msg}")))
 }
 
+/// Asks the allocator for the state the scenario sizes (`budget::reserve`):
+/// a size it refuses is a one-line ScenarioError, `--force` or not.
+fn reserved(sc: &irqlab_core::Scenario, origin: &str) -> PyResult<()> {
+    irqlab_core::scenario::budget::reserve(sc).map_err(|(key, msg)| ScenarioError::new_err(format!("{origin}: {key}: {msg}")))
+}
+
 /// Checks a scenario (with overrides) against the run budget without running it.
 #[pyfunction]
 #[pyo3(signature = (text, origin, overrides=vec![], trace=false))]
@@ -122,6 +128,7 @@ fn run(
         // A streamed trace costs no memory per event.
         within_budget(&sc, origin, trace && trace_to.is_none())?;
     }
+    reserved(&sc, origin)?;
     let mut opt = options(seed, trace, stop);
     opt.trace_to = trace_to;
     let (json, bytes, error) = finished(py.allow_threads(|| {
@@ -198,6 +205,7 @@ fn run_replay(
     if !force {
         within_budget(&sc, origin, false)?;
     }
+    reserved(&sc, origin)?;
     let opt = options(seed, false, stop);
     finished(py.allow_threads(|| {
         guarded(|| {
