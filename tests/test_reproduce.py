@@ -240,3 +240,45 @@ def test_the_fitted_parameters_page_lists_every_fit() -> None:
                 # A row names the parameter, and the figure among those it was fitted on.
                 assert any(f"`{param}`" in r and e["name"] in r.split("|")[3] for r in rows), (f.name, e["name"], param)
     assert f"**{fits} fits," in page
+
+
+def test_the_bundled_report_has_each_mechanism_s_plots_and_a_trace_per_figure(bundled_report) -> None:
+    from perfetto.protos.perfetto.trace.perfetto_trace_pb2 import Trace
+
+    from irqlab.reproduce import TRACE_MAX_EVENTS
+
+    p, out = bundled_report
+    assert_ok(p)
+    page = (out / "index.html").read_text()
+    alts = set(re.findall(r'<img alt="([^"]*)"', page))
+    for alt in (
+        "M1: pseudo-NMI tax against exception density",
+        "M4: cancelled VM-enters by cause, per request order",
+        "m5-nvme-8ssd: GSIM against its target interrupt rate",
+        "m5-nic-100g: variants side by side",
+        "m5-nic-100g: nic.eth.latency percentiles per variant",
+        "m3-scheduling: variants side by side",
+        "m3-xen-fio: variants side by side",
+        "m2-workloads: variants side by side",
+        "m2-policies: spe.elapsed_s against spe.requested_mb",
+    ):
+        assert alt in alts, (alt, sorted(alts))
+    # Every study has a plot: its [variants.plot], or its variants side by side.
+    for s in json.loads((out / "figures.json").read_text())["studies"]:
+        assert any(a.startswith(s["scenario"] + ":") for a in alts), s["scenario"]
+    # Numbers as people read them, in the figure table and the GSIM target table.
+    figures = page[page.index('<table id="figures">') : page.index("</table>", page.index('<table id="figures">'))]
+    assert "94.1 Gbit/s" in figures and "3.20 M ops/s" in figures and "7.65 ms" in figures
+    assert not re.search(r"\de[+-]\d", figures), "a number in exponent form"
+    assert ">1.25 M/s</td>" in page and ">13.9 M IOPS</td>" in page
+    # A trace per figure, linked, bounded, and readable with Perfetto's protos.
+    stems = sorted(f.stem for f in (irqlab.SCENARIOS_DIR / "figures").glob("*.toml"))
+    for stem in stems:
+        assert f'href="trace-{stem}.pftrace"' in page
+        assert (out / f"trace-{stem}.pftrace").stat().st_size > 0
+    assert "ui.perfetto.dev" in page
+    t = Trace()
+    t.ParseFromString((out / "trace-m5-nic-100g.pftrace").read_bytes())
+    events = sum(1 for pk in t.packet if pk.HasField("track_event"))
+    # At most the cap, slice ends of recorded slices aside (so at most twice it).
+    assert 0 < events <= 2 * TRACE_MAX_EVENTS

@@ -1,57 +1,36 @@
-"""The self-contained HTML report of `irqlab reproduce`: a table of figures and
-matplotlib plots embedded as base64 PNG, so the page can be mailed or archived
-as one file."""
+"""The self-contained HTML report of `irqlab reproduce`: a table of figures,
+matplotlib plots embedded as base64 PNG (so the page can be mailed or archived
+as one file), and links to the Perfetto traces written beside it. Numbers,
+axes and the page itself come from plotting.py; the per-mechanism plots from
+report_mechanisms.py."""
 
 from __future__ import annotations
 
-import base64
-import io
 import math
 from collections.abc import Sequence
 from html import escape
 from typing import Any
 
-# The object-oriented API with no pyplot: no GUI backend, no global state,
-# so this is safe in CI and from threads.
 from matplotlib.figure import Figure
-from matplotlib.ticker import EngFormatter, MaxNLocator
+from matplotlib.ticker import EngFormatter, MaxNLocator, PercentFormatter
 
+from .cli.summary import unit_of
+from .plotting import COLORS, axis_in, img, metric_unit, number, page, table, value_text
+from .report_mechanisms import figure_runs, mechanism_section
 from .reproduce import FigureRun, verdict
 from .sensitivity import tornado
 
-MAX_SERIES_PER_RUN = 12  # a page of 50 plots helps nobody; the JSON has the rest
-
-CSS = """
-body { font-family: system-ui, sans-serif; margin: 2em auto; max-width: 1100px; color: #222; }
-table { border-collapse: collapse; margin: 1em 0; font-size: 0.9em; }
-th, td { border: 1px solid #ccc; padding: 0.3em 0.6em; text-align: right; }
-th { background: #f0f0f0; }
-td.l, th.l { text-align: left; }
-tr.fail td { background: #fde8e8; }
-tr.pass td.v { color: #1a7f37; font-weight: bold; }
-tr.fail td.v { color: #c62828; font-weight: bold; }
-.plots img { max-width: 100%; margin: 0.5em 0; border: 1px solid #eee; }
-.note { color: #666; }
-"""
+MAX_SERIES_PER_RUN = 12  # a page of 50 panels helps nobody; the JSON has the rest
+#: A study with more variants than this gets its latency tail as bars, not one
+#: percentile line per variant (twenty overlapping lines read as one).
+MAX_PERCENTILE_LINES = 8
+#: Bar panels of a study without `[variants.plot]`: at most this many metrics.
+MAX_STUDY_PANELS = 3
+#: Latency percentiles of a histogram, and their place on a "nines" axis (-log10(1 - p)).
+PERCENTILES = (("p50", 0.5), ("p90", 0.9), ("p99", 0.99), ("p99.9", 0.999), ("p99.99", 0.9999))
 
 
-def _png(fig: Figure) -> str:
-    buf = io.BytesIO()
-    # Fixed metadata keeps the PNG bytes (and so the page) reproducible.
-    fig.savefig(buf, format="png", dpi=90, bbox_inches="tight", metadata={"Software": None})
-    return base64.b64encode(buf.getvalue()).decode("ascii")
-
-
-def _img(fig: Figure, alt: str) -> str:
-    return f'<img alt="{escape(alt)}" src="data:image/png;base64,{_png(fig)}">'
-
-
-def _fmt(x: Any) -> str:
-    if x is None:
-        return "n/a"
-    if isinstance(x, float):
-        return f"{x:,.6g}"
-    return escape(str(x))
+# -- figures -----------------------------------------------------------------
 
 
 def figure_plot(row: dict[str, Any]) -> str:
@@ -69,7 +48,7 @@ def figure_plot(row: dict[str, Any]) -> str:
     ax.xaxis.set_major_formatter(EngFormatter())
     ax.xaxis.set_major_locator(MaxNLocator(6))
     ax.set_title(row["name"], fontsize=9)
-    return _img(fig, f"{row['name']}: published vs simulated")
+    return img(fig, f"{row['name']}: published vs simulated")
 
 
 def error_overview(rows: Sequence[dict[str, Any]]) -> str:
@@ -84,39 +63,89 @@ def error_overview(rows: Sequence[dict[str, Any]]) -> str:
     ax.axvline(0, color="#888", linewidth=0.8)
     ax.set_ylim(-0.7, len(rows) - 0.3)
     ax.set_yticks(ys, [r["name"] for r in rows], fontsize=8)
+    ax.xaxis.set_major_formatter(PercentFormatter(1.0))
     ax.set_xlabel("error (relative to published; band = tolerance)")
-    return _img(fig, "errors of all figures against their tolerance")
-
-
-def series_plots(run: FigureRun) -> list[str]:
-    series = (run.result or {}).get("series", {})
-    imgs = []
-    for name in sorted(series)[:MAX_SERIES_PER_RUN]:
-        s = series[name]
-        t, v = s.get("t", []), s.get("v", [])
-        if not t or len(t) != len(v):
-            continue
-        fig = Figure(figsize=(7.0, 2.2))
-        ax = fig.add_subplot()
-        ax.plot(t, v, linewidth=1.0)
-        ax.set_xlabel("simulated time")
-        ax.xaxis.set_major_formatter(EngFormatter(unit="s"))
-        finite = [abs(x) for x in v if isinstance(x, (int, float)) and math.isfinite(x)]
-        if finite and max(finite) >= 1e4:  # rates read better as 200 k; shares stay plain
-            ax.yaxis.set_major_formatter(EngFormatter())
-        ax.set_title(f"{run.label}: {name}", fontsize=9)
-        ax.grid(True, alpha=0.3)
-        imgs.append(_img(fig, f"{run.label} series {name}"))
-    return imgs
+    return img(fig, "errors of all figures against their tolerance")
 
 
 def _kind(r: dict[str, Any]) -> str:
+    """The kind as a badge: what was fitted, what a ratio is relative to (escaped)."""
     k = str(r["kind"])
     if r.get("fitted"):
         k += ": " + ", ".join(r["fitted"])
     if r.get("relative_to") is not None:
         k += " (ratio to [" + ", ".join(r["relative_to"]) + "])"
-    return k
+    return f'<span class="kind {escape(str(r["kind"]))}">{escape(k)}</span>'
+
+
+def figure_table(rows: Sequence[dict[str, Any]], traces: dict[str, str]) -> str:
+    """Every figure: its kind, where it comes from, published and simulated in
+    their unit, the error against the tolerance and the status."""
+    heads = ["figure", "kind", "scenario", "metric", "published", "simulated", "error", "tolerance", "status"]
+    cells = "".join(f'<th class="l">{h}</th>' if i < 4 else f"<th>{h}</th>" for i, h in enumerate(heads))
+    out = [f'<div class="wide"><table id="figures"><tr>{cells}<th class="l">source</th></tr>']
+    for r in rows:
+        ok = r["within_tolerance"]
+        err = "n/a" if r["error"] is None else f"{r['error']:+.2%}"
+        # Against a published zero the tolerance is absolute, in the figure's unit.
+        tol = f"{r['tolerance']:.2%}" if r["published"] != 0 else number(r["tolerance"], r["unit"])
+        scen = escape(r["scenario"])
+        if r["scenario"] in traces:
+            scen += f' <a href="{escape(traces[r["scenario"]])}" title="Perfetto trace of its base run">trace</a>'
+        if r["overrides"]:
+            scen += f'<br><span class="note">{escape(", ".join(r["overrides"]))}</span>'
+        out.append(
+            f'<tr class="{"pass" if ok else "fail"}">'
+            f'<td class="l">{escape(r["name"])}</td><td class="l">{_kind(r)}</td>'
+            f'<td class="l">{scen}</td><td class="l"><code>{_breakable(r["metric"])}</code></td>'
+            f"<td>{number(r['published'], r['unit'])}</td><td>{number(r['simulated'], r['unit'])}</td>"
+            f'<td>{err}</td><td>&plusmn;{tol}</td><td class="v">{verdict(r)}</td>'
+            f'<td class="l src">{escape(r["source"])}</td></tr>'
+        )
+    out.append("</table></div>")
+    return "\n".join(out)
+
+
+def _breakable(name: str) -> str:
+    """A dotted metric name that may wrap after its dots, not inside a word."""
+    return escape(name).replace(".", ".<wbr>")
+
+
+def series_plot(stem: str, runs: Sequence[FigureRun]) -> str | None:
+    """A figure file's time series, a panel per series (up to
+    `MAX_SERIES_PER_RUN`), a line per run of the file (its expectations' `set`s)."""
+    names = sorted({n for r in runs for n in (r.result or {}).get("series", {})})[:MAX_SERIES_PER_RUN]
+    # A series that is zero throughout in every run (no interrupts in a syscall loop) shows nothing.
+    names = [n for n in names if any(v for r in runs for v in (_series(r, n) or ([], []))[1])]
+    if not names:
+        return None
+    fig = Figure(figsize=(7.5, 1.7 * len(names) + 0.9))
+    axes = fig.subplots(len(names), 1, sharex=True, squeeze=False)[:, 0]
+    for ax, name in zip(axes, names):
+        scale = axis_in(ax, unit_of(name), values=[v for r in runs for v in (_series(r, name) or ([], []))[1]])
+        for i, r in enumerate(runs):
+            tv = _series(r, name)
+            if tv:
+                label = ", ".join(r.overrides) or "the file as is"
+                ys = [v * scale if isinstance(v, (int, float)) else math.nan for v in tv[1]]
+                ax.plot(tv[0], ys, linewidth=1.0, color=COLORS[i % len(COLORS)], label=label)
+        ax.set_ylabel(name, fontsize=8)
+        ax.grid(True, alpha=0.3)
+    axes[-1].set_xlabel("simulated time")
+    axes[-1].xaxis.set_major_formatter(EngFormatter(unit="s"))
+    if len(runs) > 1:
+        axes[0].legend(fontsize=6, loc="upper left", bbox_to_anchor=(1.01, 1.0))
+    axes[0].set_title(f"{stem}: time series", fontsize=9)
+    return img(fig, f"{stem} time series")
+
+
+def _series(r: FigureRun, name: str) -> tuple[list[float], list[float]] | None:
+    s = (r.result or {}).get("series", {}).get(name) or {}
+    t, v = s.get("t", []), s.get("v", [])
+    return (t, v) if t and len(t) == len(v) else None
+
+
+# -- studies -----------------------------------------------------------------
 
 
 def study_plot(st: dict[str, Any]) -> str:
@@ -144,24 +173,108 @@ def study_plot(st: dict[str, Any]) -> str:
     ax.set_title(st["scenario"])
     ax.grid(True, alpha=0.3)
     ax.legend(fontsize=7)
-    return _img(fig, f"{st['scenario']}: {pl['y']} against {pl['x']}")
+    return img(fig, f"{st['scenario']}: {pl['y']} against {pl['x']}")
 
 
-def study_tables(studies: Sequence[dict[str, Any]]) -> list[str]:
-    """One table per study: its variants down, its metrics across (and its plot, if it has one)."""
+def _latency_hist(metric: str, result: dict[str, Any]) -> str | None:
+    for name in result.get("histograms", {}):
+        if metric.startswith(name + ".") and name.endswith(("latency", "clat")):
+            return str(name)
+    return None
+
+
+def policy_plots(st: dict[str, Any], runs: Sequence[FigureRun]) -> list[str]:
+    """A study without `[variants.plot]`, its variants side by side: a bar per
+    variant for its first metrics, and its latency histogram's percentiles as
+    a line per variant (p50 to p99.99 on a "nines" axis) when there are few."""
+    mine = {r.variant: r for r in runs if r.stem == st["scenario"] and r.variant is not None and r.result}
+    if not mine or not st["runs"]:
+        return []
+    any_result = next(iter(mine.values())).result
+    hist = next((h for m in st["metrics"] if (h := _latency_hist(m, any_result or {})) is not None), None)
+    lines = hist is not None and len(st["runs"]) <= MAX_PERCENTILE_LINES
+    bars = []
+    for m in st["metrics"]:
+        vals = [r["values"][m] for r in st["runs"]]
+        if _latency_hist(m, any_result or {}) is not None or not any(vals):
+            continue
+        bars.append(m)
+    bars = bars[:MAX_STUDY_PANELS]
+    if hist is not None and not lines:
+        tails = [m for m in st["metrics"] if m.startswith(hist + ".p")]
+        if tails:
+            bars.append(tails[-1])
+    out = []
+    names = [r["name"] for r in st["runs"]]
+    if bars:
+        fig = Figure(figsize=(2.9 * len(bars) + 2.8, 0.3 * len(names) + 1.3))
+        axes = fig.subplots(1, len(bars), sharey=True, squeeze=False)[0]
+        ys = list(range(len(names)))[::-1]
+        for i, (ax, m) in enumerate(zip(axes, bars)):
+            unit = metric_unit(m, any_result)
+            vals = [r["values"][m] for r in st["runs"]]
+            scale = axis_in(ax, unit, "x", vals)
+            ax.barh(ys, [0 if v is None else v * scale for v in vals], color=COLORS[i % len(COLORS)], height=0.65)
+            top = max((v * scale for v in vals if v is not None), default=0.0)
+            for y, v in zip(ys, vals):
+                if v is not None:
+                    ax.annotate(f" {value_text(v, unit)}", (v * scale, y), va="center", fontsize=7)
+            ax.set_xlim(0, top * 1.45 if top > 0 else 1)
+            ax.xaxis.set_major_locator(MaxNLocator(3))
+            ax.set_title(m, fontsize=8)
+            ax.grid(True, axis="x", alpha=0.3)
+        axes[0].set_yticks(ys, names, fontsize=7)
+        fig.suptitle(f"{st['scenario']}: the variants side by side", fontsize=10)
+        fig.tight_layout()
+        out.append(img(fig, f"{st['scenario']}: variants side by side"))
+    if lines and hist is not None:
+        out.append(percentile_plot(st["scenario"], hist, [(n, mine[n].result) for n in names if n in mine]))
+    return out
+
+
+def percentile_plot(scenario: str, hist: str, results: Sequence[tuple[str, dict[str, Any] | None]]) -> str:
+    """A latency histogram's percentiles per variant, a CDF's tail on a nines axis."""
+    fig = Figure(figsize=(7.0, 3.6))
+    ax = fig.add_subplot()
+    nines = [-math.log10(1 - p) for _, p in PERCENTILES]
+    for i, (name, res) in enumerate(results):
+        h = (res or {}).get("histograms", {}).get(hist) or {}
+        pts = [(float(h[k]), y) for (k, _), y in zip(PERCENTILES, nines) if isinstance(h.get(k), (int, float))]
+        pts = [(x * 1e-9, y) for x, y in pts if x > 0]  # ns -> s
+        if pts and h.get("count"):
+            ax.plot([x for x, _ in pts], [y for _, y in pts], "o-", color=COLORS[i % len(COLORS)], label=name)
+    ax.set_xscale("log")
+    ax.xaxis.set_major_formatter(EngFormatter(unit="s"))
+    ax.set_yticks(nines, [k for k, _ in PERCENTILES])
+    ax.set_xlabel(f"{hist} (log scale)")
+    ax.set_ylabel("percentile")
+    ax.set_title(f"{scenario}: {hist} percentiles per variant", fontsize=10)
+    ax.grid(True, which="both", alpha=0.3)
+    ax.legend(fontsize=7, loc="upper left", bbox_to_anchor=(1.01, 1.0))
+    return img(fig, f"{scenario}: {hist} percentiles per variant")
+
+
+def study_tables(studies: Sequence[dict[str, Any]], runs: Sequence[FigureRun] = ()) -> list[str]:
+    """One table per study: its variants down, its metrics across in their
+    units; above it its `[variants.plot]`, or its variants side by side."""
     out = []
     for st in studies:
         out.append(f"<h3>{escape(st['scenario'])}</h3>")
-        if st.get("plot"):
-            out.append(f'<div class="plots">{study_plot(st)}</div>')
-        out.append('<table><tr><th class="l">variant</th>')
-        out.append("".join(f"<th>{escape(m)}</th>" for m in st["metrics"]) + '<th class="l">overrides</th></tr>')
+        plots = [study_plot(st)] if st.get("plot") else policy_plots(st, runs)
+        if plots:
+            out.append('<div class="plots">' + "\n".join(plots) + "</div>")
+        result = next((r.result for r in runs if r.stem == st["scenario"] and r.variant is not None), None)
+        units = [metric_unit(m, result) for m in st["metrics"]]
+        rows = []
         for r in st["runs"]:
-            cells = "".join(f"<td>{_fmt(r['values'][m])}</td>" for m in st["metrics"])
-            sets = escape(", ".join(r["overrides"]))
-            out.append(f'<tr><td class="l">{escape(r["name"])}</td>{cells}<td class="l">{sets}</td></tr>')
-        out.append("</table>")
+            values = [number(r["values"][m], u) for m, u in zip(st["metrics"], units)]
+            rows.append([escape(r["name"]), *values, escape(", ".join(r["overrides"]))])
+        heads = ["variant", *(f"<code>{escape(m)}</code>" for m in st["metrics"]), "overrides"]
+        out.append(table(heads, rows, left=(0, len(heads) - 1)))
     return out
+
+
+# -- sensitivity -------------------------------------------------------------
 
 
 def _factor_label(f: float) -> str:
@@ -179,30 +292,22 @@ def tornado_plot(entry: dict[str, Any]) -> str:
     ax = fig.add_subplot()
     ys = list(range(len(params)))[::-1]
     height = 0.8 / max(1, len(factors))
-    colors = ["#1f77b4", "#d62728", "#2ca02c", "#ff7f0e", "#9467bd"]
     for i, f in enumerate(factors):
         offset = (i - (len(factors) - 1) / 2) * height
         # A missing change (a zero base) is drawn as no bar; the table says n/a.
         widths = [100 * (changes.get(f) or 0.0) for _, changes in params]
-        ax.barh([y - offset for y in ys], widths, height=height, color=colors[i % len(colors)], label=_factor_label(f))
+        ax.barh([y - offset for y in ys], widths, height=height, color=COLORS[i % len(COLORS)], label=_factor_label(f))
     ax.axvline(0, color="#888", linewidth=0.8)
     ax.set_yticks(ys, [name for name, _ in params], fontsize=8)
     ax.set_xlabel(f"change of {metric} against the file as is (%)")
     ax.set_title(f"{entry['scenario']}: sensitivity of {metric}", fontsize=9)
     ax.grid(True, axis="x", alpha=0.3)
     ax.legend(fontsize=7, title="parameter scaled", title_fontsize=7)
-    return _img(fig, f"{entry['scenario']}: tornado of {metric}")
+    return img(fig, f"{entry['scenario']}: tornado of {metric}")
 
 
 def _pct(x: float | None) -> str:
     return "n/a" if x is None else f"{x:+.1%}"
-
-
-def _amount(x: float | None) -> str:
-    # 5,328,733 IOPS reads at a glance where 5.32873e+06 does not.
-    if x is None:
-        return "n/a"
-    return f"{x:,.0f}" if abs(x) >= 1e4 else f"{x:#,.4g}"
 
 
 def sensitivity_section(entries: Sequence[dict[str, Any]]) -> list[str]:
@@ -217,8 +322,9 @@ def sensitivity_section(entries: Sequence[dict[str, Any]]) -> list[str]:
         if e["metric"] is None:
             continue
         metric = e["metric"]
+        unit = unit_of(metric)
         base = e["base"]["metrics"][metric]
-        out.append(f"<h3>{escape(e['scenario'])}: {escape(metric)} = {_amount(base)} as is</h3>")
+        out.append(f"<h3>{escape(e['scenario'])}: {escape(metric)} = {number(base, unit)} as is</h3>")
         out.append(f'<div class="plots">{tornado_plot(e)}</div>')
         heads = "".join(f"<th>{escape(_factor_label(f))}</th><th>change</th>" for f in e["factors"])
         out.append(f'<table><tr><th class="l">parameter</th><th>as is</th>{heads}</tr>')
@@ -227,11 +333,40 @@ def sensitivity_section(entries: Sequence[dict[str, Any]]) -> list[str]:
             for f in e["factors"]:
                 r = next((r for r in e["runs"] if r["param"] == name and r["factor"] == f), None)
                 value, change = (None, None) if r is None else (r["metrics"][metric], r["change"][metric])
-                cells += f"<td>{_amount(value)}</td><td>{_pct(change)}</td>"
+                cells += f"<td>{number(value, unit)}</td><td>{_pct(change)}</td>"
             original = escape(str(e["base"]["values"][name]))
             out.append(f'<tr><td class="l">{escape(name)}</td><td>{original}</td>{cells}</tr>')
         out.append("</table>")
     return out
+
+
+# -- traces ------------------------------------------------------------------
+
+
+def trace_section(traces: Sequence[dict[str, Any]]) -> list[str]:
+    """Links to the Perfetto traces written beside the page."""
+    rows = []
+    for t in traces:
+        size = f"{t['bytes'] / 1e6:.1f} MB" if t["bytes"] >= 1e5 else f"{t['bytes'] / 1e3:.0f} kB"
+        rows.append(
+            [
+                escape(t["figure"]),
+                f'<a href="{escape(t["file"])}">{escape(t["file"])}</a>',
+                escape(t["run"]),
+                size,
+                f"{t['max_events']:,}",
+            ]
+        )
+    return [
+        "<h2>Perfetto traces</h2>",
+        '<p class="note">A trace of each figure\'s base run (the file as is, else its first variant), at most '
+        "the number of events shown. Download one and open it in ui.perfetto.dev (&ldquo;Open trace "
+        "file&rdquo;): nothing is uploaded, the UI reads the file in the browser.</p>",
+        table(["figure", "trace", "run", "size", "events at most"], rows, left=(0, 1, 2)),
+    ]
+
+
+# -- the page ----------------------------------------------------------------
 
 
 def render(
@@ -240,21 +375,19 @@ def render(
     version: str,
     studies: Sequence[dict[str, Any]] = (),
     sensitivity: Sequence[dict[str, Any]] = (),
+    traces: Sequence[dict[str, Any]] = (),
 ) -> str:
     """The whole page as a string."""
     from .reproduce import summary
 
     out = [
-        "<!DOCTYPE html>",
-        '<html lang="en"><head><meta charset="utf-8">',
-        "<title>irqlab: published-figure reproductions</title>",
-        f"<style>{CSS}</style></head><body>",
         "<h1>irqlab: published-figure reproductions</h1>",
-        f'<p class="note">irqlab {escape(version)} &middot; {len(runs)} scenario(s) &middot; '
+        f'<p class="note">irqlab {escape(version)} &middot; {len(runs)} scenario run(s) &middot; '
         f"{escape(summary(rows))}</p>",
         '<p class="note">A <em>prediction</em> comes out of the mechanism with nothing tuned on it; '
         "a <em>fit</em> only shows that a parameter tuned on the figure (or an input copied from a "
-        "published number) was tuned: it confirms nothing.</p>",
+        "published number) was tuned: it confirms nothing. Status: pass (within tolerance), miss (a "
+        "prediction out of tolerance: a result), FAIL (a fit that no longer reproduces).</p>",
     ]
     if not rows:
         out.append(
@@ -262,61 +395,30 @@ def render(
             "<code>[[expect]]</code> entries was found.</p>"
         )
     else:
-        out.append("<h2>Figures</h2><table><tr>")
-        heads = [
-            "figure",
-            "kind",
-            "scenario",
-            "metric",
-            "published",
-            "simulated",
-            "unit",
-            "error",
-            "tolerance",
-            "verdict",
-            "source",
-        ]
-        out.append(
-            "".join(
-                f'<th class="l">{h}</th>'
-                if h in ("figure", "kind", "scenario", "metric", "source")
-                else f"<th>{h}</th>"
-                for h in heads
-            )
-            + "</tr>"
-        )
-        for r in rows:
-            ok = r["within_tolerance"]
-            err = "n/a" if r["error"] is None else f"{r['error']:+.2%}"
-            out.append(
-                f'<tr class="{"pass" if ok else "fail"}">'
-                f'<td class="l">{escape(r["name"])}</td><td class="l">{escape(_kind(r))}</td>'
-                f'<td class="l">{escape(r["scenario"])}</td>'
-                f'<td class="l">{escape(r["metric"])}</td>'
-                f"<td>{_fmt(r['published'])}</td><td>{_fmt(r['simulated'])}</td><td>{escape(r['unit'])}</td>"
-                f"<td>{err}</td><td>&plusmn;{r['tolerance']:.2%}</td>"
-                f'<td class="v">{verdict(r)}</td><td class="l">{escape(r["source"])}</td></tr>'
-            )
-        out.append("</table>")
+        out.append("<h2>Figures</h2>")
+        out.append(figure_table(rows, {t["figure"]: t["file"] for t in traces}))
         out.append('<h2>Published vs simulated</h2><div class="plots">')
         out.append(error_overview(rows))
         out.extend(figure_plot(r) for r in rows)
         out.append("</div>")
+    out.extend(mechanism_section(runs))
     if studies:
         out.append(
             '<h2>Studies</h2><p class="note">Runs with no published figure: what the model says '
             "under each variant, with nothing to compare against.</p>"
         )
-        out.extend(study_tables(studies))
+        out.extend(study_tables(studies, runs))
     if any(e["metric"] is not None for e in sensitivity):
         out.extend(sensitivity_section(sensitivity))
-    with_series = [(r, series_plots(r)) for r in runs if r.variant is None]
-    with_series = [(r, imgs) for r, imgs in with_series if imgs]
-    if with_series:
+    if traces:
+        out.extend(trace_section(traces))
+    series = [(stem, rs, series_plot(stem, rs)) for stem, rs in figure_runs(runs).items()]
+    if any(p for *_, p in series):
         out.append("<h2>Time series</h2>")
-        for run, imgs in with_series:
-            out.append(f'<h3>{escape(run.label)}</h3><div class="plots">')
-            out.extend(imgs)
-            out.append("</div>")
-    out.append("</body></html>\n")
-    return "\n".join(out)
+        for stem, rs, plot in series:
+            if plot:
+                # The plot's legend names each line by its overrides; here, each run in full.
+                names = "; ".join(r.label for r in rs)
+                out.append(f'<h3>{escape(stem)}</h3><p class="note">Runs: {escape(names)}.</p>')
+                out.append(f'<div class="plots">{plot}</div>')
+    return page("irqlab: published-figure reproductions", out)

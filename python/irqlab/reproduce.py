@@ -34,6 +34,10 @@ class FigureRun:
     variant: str | None = None
     # None: the scenario's own seed (figures); `irqlab sensitivity --seed` gives one.
     seed: int | None = None
+    # Run with a Perfetto trace (`trace_runs`), kept here once it ran (None: it
+    # was not asked for, or the core made none).
+    traced: bool = False
+    trace: bytes | None = None
 
     @property
     def label(self) -> str:
@@ -108,21 +112,56 @@ def variant_overrides(path: Path, name: str) -> list[str]:
     raise UserError(f"--variant {name!r}: no such variant in {path}; " + (known or "it has no [[variants.run]]"))
 
 
+#: A figure's trace holds at most this many events (fewer if its file says so):
+#: some 6 MB, which the Perfetto UI opens at once.
+TRACE_MAX_EVENTS = 200_000
+
+
+def trace_runs(runs: Sequence[FigureRun]) -> list[FigureRun]:
+    """Mark one run per figure file to be traced: its base run (the file as is,
+    else its first run, a study's first variant) and return them."""
+    picked: dict[str, FigureRun] = {}
+    for r in runs:
+        best = picked.get(r.stem)
+        if best is None or (not r.overrides and r.variant is None and (best.overrides or best.variant is not None)):
+            picked[r.stem] = r
+    for r in picked.values():
+        r.traced = True
+    return list(picked.values())
+
+
+def trace_limit(run: FigureRun) -> int:
+    """The events a traced run keeps: the file's `trace.max_events`, at most `TRACE_MAX_EVENTS`."""
+    own = (run.scenario.get("trace") or {}).get("max_events")
+    return min(own, TRACE_MAX_EVENTS) if isinstance(own, int) else TRACE_MAX_EVENTS
+
+
 def execute(runs: list[FigureRun], workers: int, advance: Callable[[], None]) -> None:
     """Run every run on a thread pool (the core releases the GIL), storing each
-    result on its run: completion order cannot change what a run holds."""
+    result (and trace, for a run marked `traced`) on its run: completion order
+    cannot change what a run holds. A trace changes no result: the core
+    records it beside the simulation."""
     stop = _core.StopFlag()
 
-    def one(r: FigureRun) -> dict[str, Any]:
-        raw, _ = _core.run(r.text, r.origin, r.overrides, r.seed, False, stop)
+    def one(r: FigureRun) -> tuple[dict[str, Any], bytes | None]:
+        trace = None
+        if r.traced:
+            try:
+                sets = [*r.overrides, f"trace.max_events={trace_limit(r)}"]
+                raw, trace = _core.run(r.text, r.origin, sets, r.seed, True, stop)
+            except _core.ScenarioError:
+                # A trace past the run's memory budget: the run without one (the report lists none).
+                raw, _ = _core.run(r.text, r.origin, r.overrides, r.seed, False, stop)
+        else:
+            raw, _ = _core.run(r.text, r.origin, r.overrides, r.seed, False, stop)
         result: dict[str, Any] = json.loads(raw)
-        return result
+        return result, trace
 
     with ThreadPoolExecutor(max_workers=max(1, workers)) as ex:
         futs = {ex.submit(one, r): r for r in runs}
         try:
             for f in as_completed(futs):
-                futs[f].result = f.result()
+                futs[f].result, futs[f].trace = f.result()
                 advance()
         except (KeyboardInterrupt, SystemExit):
             # SystemExit: SIGTERM (cli.main). Without the flag and the cancel,

@@ -131,4 +131,4 @@ def main(args: list[str] | None = None) -> None:
 
 # The command modules register on `app` when imported; this order is the
 # order of `irqlab --help`. They import the names above, so they come last.
-from . import run, reproduce, sweep, query, sensitivity, bench, whatif, kvm_order, host  # noqa: E402, F401, I001
+from . import run, reproduce, sweep, query, report, sensitivity, bench, whatif, kvm_order, host  # noqa: E402, F401, I001

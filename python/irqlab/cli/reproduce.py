@@ -45,12 +45,26 @@ def reproduce(
     # One pool and one bar for figures and the M5 sensitivity runs: the bar
     # counts every run, and sensitivity runs fill workers the figures leave idle.
     extra = repro.sensitivity_runs(plans, runs)
+    # After the plans: their runs are copies of the figures' and must not inherit the mark.
+    repro.trace_runs(runs)
     with progress("reproducing figures", len(runs) + len(extra)) as advance:
         repro.execute(runs + extra, workers or os.cpu_count() or 1, advance)
     rows = [row for r in runs for row in repro.check(r, runs)]
     studies = repro.studies(runs)
     sensitivity = repro.sensitivities(plans)
-    page = report.render(rows, runs, _core.__version__, studies, sensitivity)
+    traces: list[dict[str, Any]] = [
+        {
+            "figure": r.stem,
+            "file": f"trace-{r.stem}.pftrace",
+            "run": r.label,
+            "bytes": len(r.trace),
+            "max_events": repro.trace_limit(r),
+            "data": r.trace,
+        }
+        for r in runs
+        if r.trace is not None
+    ]
+    page = report.render(rows, runs, _core.__version__, studies, sensitivity, traces)
     made_by = {"irqlab": _core.__version__, "commit": commit()}
     doc = dump(
         {
@@ -61,7 +75,8 @@ def reproduce(
             "provenance": made_by,
         }
     )
-    write_all([(out_dir / "figures.json", doc), (out_dir / "index.html", page)])
+    outputs: list[tuple[Path, bytes | str]] = [(out_dir / t["file"], t["data"]) for t in traces]
+    write_all([*outputs, (out_dir / "figures.json", doc), (out_dir / "index.html", page)])
 
     if not rows and not studies:
         err.print(
@@ -75,6 +90,8 @@ def reproduce(
     if studies:
         n = sum(len(s["runs"]) for s in studies)
         out.print(f"{len(studies)} studies ({n} runs without expectations) in {out_dir / 'index.html'}")
+    if traces:
+        out.print(f"{len(traces)} Perfetto traces (trace-FIGURE.pftrace beside it: open in ui.perfetto.dev)")
     if sensitivity:
         names = ", ".join(s["scenario"] for s in sensitivity)
         out.print(f"sensitivity of {names} ({len(extra)} runs): tornado plots in {out_dir / 'index.html'}")

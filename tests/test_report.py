@@ -1,0 +1,120 @@
+"""`irqlab report`: a sweep's results as one HTML page (a plot per metric
+against the first grid key, confidence bands with replications, a table), and
+the number formatting every report shares."""
+
+from __future__ import annotations
+
+import base64
+import re
+from pathlib import Path
+
+import pytest
+
+from helpers import assert_ok, assert_user_error, run_cli
+from irqlab.plotting import number
+
+GRID = ["--grid", "source.0.rate=50k/s,100k/s,200k/s", "--grid", "cpu.irq_entry=200ns,1us"]
+
+
+@pytest.fixture(scope="module")
+def replicated(small: Path, tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """A dataset directory: 3 x 2 grid points, 3 replications each."""
+    out = tmp_path_factory.mktemp("sweep") / "results"
+    assert_ok(run_cli("sweep", small, *GRID, "--replications", "3", "--out", out, "-q"))
+    return out
+
+
+@pytest.fixture(scope="module")
+def single(small: Path, tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """One NAME.parquet, one run per point, a time as the first key."""
+    out = tmp_path_factory.mktemp("sweep") / "work.parquet"
+    assert_ok(run_cli("sweep", small, "--grid", "task.0.work=1us,5us,20us", "--out", out, "-q"))
+    return out
+
+
+def pngs(page: str) -> dict[str, bytes]:
+    found = re.findall(r'<img alt="([^"]*)" src="data:image/png;base64,([A-Za-z0-9+/=]+)"', page)
+    return {alt: base64.b64decode(data) for alt, data in found}
+
+
+def test_a_replicated_sweep_has_a_plot_per_headline_metric_with_bands(replicated: Path, tmp_path: Path) -> None:
+    p = run_cli("report", replicated, "--out", tmp_path / "rep")
+    assert_ok(p)
+    page = (tmp_path / "rep" / "index.html").read_text()
+    imgs = pngs(page)
+    # small.toml's headline metrics: the interrupt rate and the latency p99s.
+    assert set(imgs) == {
+        "interrupts_per_s against source.0.rate",
+        "irq_latency.p99 against source.0.rate",
+        "op_latency.p99 against source.0.rate",
+    }
+    assert all(png.startswith(b"\x89PNG") for png in imgs.values())
+    assert "95 % confidence interval" in page
+    table = page[page.index('<table id="results">') :]
+    rows = re.findall(r"<tr><td", table)
+    assert len(rows) == 6  # a row per grid point, the replications folded into it
+    assert table.count("<td>3</td>") == 6  # n = 3 each
+    assert "&plusmn;" in table and " k/s" in table and "µs" in table
+    assert not re.search(r'(src|href)="https?:', page)
+    assert "3 plot(s) against source.0.rate" in p.stdout
+
+
+def test_named_metrics_and_a_single_file_without_replications(single: Path, tmp_path: Path) -> None:
+    out = tmp_path / "rep"
+    assert_ok(run_cli("report", single, "--out", out, "--metric", "ops_per_s", "--metric", "op_latency.p99"))
+    page = (out / "index.html").read_text()
+    assert set(pngs(page)) == {"ops_per_s against task.0.work", "op_latency.p99 against task.0.work"}
+    assert "confidence interval" not in page and "&plusmn;" not in page
+    # A time as the grid key is read as one: the rows keep the grid's order.
+    assert page.index(">1us<") < page.index(">5us<") < page.index(">20us<")
+
+
+def test_an_unfinished_sweep_is_reported_as_such(replicated: Path, tmp_path: Path) -> None:
+    # What a killed sweep leaves: its manifest, and a part with only some of the runs.
+    import pyarrow as pa
+    import pyarrow.parquet as pq
+
+    partial = tmp_path / "partial"
+    partial.mkdir()
+    (partial / "_manifest.json").write_bytes((replicated / "_manifest.json").read_bytes())
+    rows = pa.concat_tables([pq.read_table(p) for p in sorted(replicated.glob("part-*.parquet"))])
+    pq.write_table(rows.slice(0, 7), partial / "part-000001.parquet")
+    assert_ok(run_cli("report", partial, "--out", tmp_path / "rep"))
+    assert "unfinished: 7 of 18 runs" in (tmp_path / "rep" / "index.html").read_text()
+
+
+def test_bad_input_is_one_error_line(replicated: Path, tmp_path: Path) -> None:
+    assert_user_error(run_cli("report", tmp_path / "nothing", "--out", tmp_path / "r"), "no such file")
+    assert_user_error(
+        run_cli("report", replicated, "--metric", "nosuch", "--out", tmp_path / "r"),
+        "--metric nosuch",
+        "interrupts_per_s",
+    )
+    assert_user_error(run_cli("report", replicated, "--metric", "cpu.irq_entry", "--out", tmp_path / "r"), "grid key")
+    junk = tmp_path / "junk.parquet"
+    junk.write_text("not parquet")
+    assert_user_error(run_cli("report", junk, "--out", tmp_path / "r"), "Parquet")
+    assert not (tmp_path / "r").exists()
+
+
+@pytest.mark.parametrize(
+    "value,unit,text",
+    [
+        (3195656.0, "ops/s", "3.20 M ops/s"),
+        (7650410.495, "ns", "7.65 ms"),
+        (94.1081, "Gbit/s", "94.1 Gbit/s"),
+        (13915333.3, "IOPS", "13.9 M IOPS"),
+        (178.4015, "ns/call", "178 ns/call"),
+        (14629.0, "per 10 s", "14,629 per 10 s"),
+        (0.999291, "ratio", "0.999 ratio"),
+        (0.1234, "fraction", "12.3 %"),
+        (1598625.0, "1/s", "1.60 M/s"),
+        (3.12453, "MHz", "3.12 MHz"),
+        (None, "ns", "n/a"),
+        (float("nan"), "ns", "n/a"),
+        (100.0, "", "100"),
+        (1.0601, "", "1.06"),
+    ],
+)
+def test_numbers_read_as_people_write_them(value: float | None, unit: str, text: str) -> None:
+    assert number(value, unit) == text
