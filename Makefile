@@ -8,10 +8,24 @@ VENV := .venv
 BIN := $(VENV)/bin
 LOCKS := requirements/dev.lock requirements/dask.lock
 
-.PHONY: setup reproduce test test-long clean
+.PHONY: setup browser reproduce test test-long clean
 
-setup: $(VENV)/.deps-installed
+setup: browser $(VENV)/.deps-installed
 	VIRTUAL_ENV=$(CURDIR)/$(VENV) $(BIN)/maturin develop --release
+
+# Headless Chromium and its WebDriver (Debian's packages) for the browser test of
+# the HTML reports (tests/test_report_browser.py). Nothing happens when both are
+# on PATH; otherwise apt-get installs them, which needs root (CI is root).
+browser:
+	@if ! command -v chromium >/dev/null 2>&1 || ! command -v chromedriver >/dev/null 2>&1; then \
+		if [ "$$(id -u)" != 0 ]; then \
+			echo "make browser: chromium and chromedriver are missing and apt-get needs root:" \
+				"run 'sudo make browser' (or apt-get install chromium chromium-driver)" >&2; \
+			exit 1; \
+		fi; \
+		echo "make browser: installing chromium and chromium-driver (apt-get)"; \
+		apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq chromium chromium-driver >/dev/null; \
+	fi
 
 # Reinstall the pinned deps only when a lock file changes; maturin itself
 # decides whether the Rust extension needs rebuilding.
