@@ -67,3 +67,38 @@ def test_sigint_stops_a_long_run_with_exit_130(tmp_path: Path, command: list[str
     assert p.returncode == 130, err
     assert err.strip().splitlines() == ["error: interrupted"], err
     assert not out.exists(), "a stopped run left an output"
+
+
+def test_ctrl_c_waits_for_the_stopped_run_to_return() -> None:
+    """A Ctrl-C (and more of them) while a run is under way stops it and waits
+    for it to return before KeyboardInterrupt goes on: leaving earlier lets the
+    interpreter exit under a core run that is still returning, which aborts the
+    process (SIGABRT, seen in CI, instead of exit 130)."""
+    import threading
+
+    from irqlab._util import in_worker
+
+    started = threading.Event()
+    returned: list[bool] = []
+
+    def slow_run(flag: object) -> None:
+        started.set()
+        while not flag.is_set():  # type: ignore[attr-defined]
+            time.sleep(0.005)
+        time.sleep(0.5)  # a run that takes a while to return once stopped
+        returned.append(True)
+
+    def ctrl_c_three_times() -> None:
+        started.wait(30)
+        for _ in range(3):
+            signal.pthread_kill(threading.main_thread().ident or 0, signal.SIGINT)
+            time.sleep(0.05)
+
+    old = signal.signal(signal.SIGINT, signal.default_int_handler)
+    try:
+        threading.Thread(target=ctrl_c_three_times, daemon=True).start()
+        with pytest.raises(KeyboardInterrupt):
+            in_worker(slow_run)
+    finally:
+        signal.signal(signal.SIGINT, old)
+    assert returned == [True], "in_worker returned before the stopped run did"

@@ -184,26 +184,45 @@ def in_worker(call: Callable[[Any], T]) -> T:
 
     flag = _core.StopFlag()
     box: dict[str, Any] = {}
+    done = threading.Event()
 
     def work() -> None:
         try:
             box["value"] = call(flag)
         except BaseException as e:  # handed to the waiting thread
             box["error"] = e
+        finally:
+            done.set()
 
+    # Waited for with an Event, not Thread.join: in CPython 3.11 a Ctrl-C that
+    # lands inside join() can mark the thread finished while it still runs
+    # (threading._wait_for_tstate_lock releases the worker's own lock), and the
+    # interpreter then exits under a core run that is still returning, which
+    # aborts the process (SIGABRT instead of exit 130).
     t = threading.Thread(target=work, name="irqlab-run", daemon=True)
     t.start()
     try:
-        while t.is_alive():
-            t.join(0.1)
+        while not done.wait(0.1):
+            pass
     except KeyboardInterrupt:
         flag.set()
-        t.join()
+        _wait_through_interrupts(done)
         raise
     if "error" in box:
         raise box["error"]
     result: T = box["value"]
     return result
+
+
+def _wait_through_interrupts(done: threading.Event) -> None:
+    """Wait for a stopped run to return, even through more Ctrl-Cs: it stops
+    within a few thousand events, and leaving before it has would abort."""
+    while True:
+        try:
+            if done.wait(0.1):
+                return
+        except KeyboardInterrupt:
+            continue
 
 
 def _in_ci() -> bool:
