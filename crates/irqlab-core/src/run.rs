@@ -111,7 +111,7 @@ pub fn run_machine<P: Parts>(sc: &Scenario, opt: RunOptions, arrivals: &BTreeMap
     let out = protocol::run_stoppable::<Machine<P>>(sc, seed, span(sc, &opt), opt.stop.clone(), |m| {
         for (src, cfg) in m.srcs.iter_mut().zip(sc.sources.iter()) {
             if let Some(times) = cfg.replay.as_ref().and_then(|k| arrivals.get(k)) {
-                src.replay = Some((times.clone(), 0));
+                src.set_replay(times.clone());
             }
         }
         if opt.audit {

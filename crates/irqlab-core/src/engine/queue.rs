@@ -19,6 +19,11 @@ pub trait EventQueue<E> {
             _ => None,
         }
     }
+    /// The event most likely to be popped next, for a prefetch hint; `None`
+    /// if the queue cannot tell cheaply. It changes nothing.
+    fn peek_event(&mut self) -> Option<&E> {
+        None
+    }
     fn len(&self) -> usize;
     fn is_empty(&self) -> bool {
         self.len() == 0
@@ -69,6 +74,26 @@ pub struct HeapQueue<E> {
 impl<E> Default for HeapQueue<E> {
     fn default() -> Self {
         Self { heap: BinaryHeap::with_capacity(1024), now_fifo: VecDeque::with_capacity(64), fifo_at: 0, seq: 0 }
+    }
+}
+
+impl<E> HeapQueue<E> {
+    /// Adds `ev` at `at` behind every event already at `at`, whatever the
+    /// current instant: for moving events in from another queue in their order.
+    /// Empties the queue into a vector in pop order. (Without `pop`: another
+    /// caller of `BinaryHeap::pop` keeps LLVM from inlining it in the run loop.)
+    pub(crate) fn drain_in_order(&mut self) -> Vec<(Ps, E)> {
+        // Ord is reversed (earliest is greatest), so the ascending sort is latest first.
+        let mut out: Vec<(Ps, E)> = std::mem::take(&mut self.heap).into_sorted_vec().into_iter().rev().map(|e| (e.at(), e.ev)).collect();
+        let at = self.fifo_at;
+        out.extend(self.now_fifo.drain(..).map(|e| (at, e)));
+        out
+    }
+
+    pub(crate) fn push_keyed(&mut self, at: Ps, ev: E) {
+        debug_assert!(self.now_fifo.is_empty(), "push_keyed is for an emptied queue");
+        self.seq += 1;
+        self.heap.push(Entry { key: ((at as u128) << 64) | self.seq as u128, ev });
     }
 }
 

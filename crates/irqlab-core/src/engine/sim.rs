@@ -1,7 +1,8 @@
 //! The scheduler: the clock, the queue, and cancellable timers. A model is any
 //! type that implements [`Model`]; the run loop pops events and calls `handle`.
 
-use super::queue::{EventQueue, HeapQueue};
+use super::adaptive::EventSet;
+use super::queue::EventQueue;
 use super::time::Ps;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::Arc;
@@ -27,7 +28,7 @@ pub struct Envelope<E> {
     gen: u32,
 }
 
-pub struct Scheduler<E, Q = HeapQueue<Envelope<E>>> {
+pub struct Scheduler<E, Q = EventSet<Envelope<E>>> {
     now: Ps,
     queue: Q,
     timer_gen: Vec<u32>, // slot 0 unused
@@ -41,9 +42,34 @@ pub struct Scheduler<E, Q = HeapQueue<Envelope<E>>> {
     _e: std::marker::PhantomData<E>,
 }
 
+/// Asks the CPU to bring the first `lines` cache lines of `v` into cache (for
+/// [`Model::prefetch`]). A hint only: no result depends on it, and on targets
+/// without a stable prefetch instruction it does nothing.
+#[inline(always)]
+pub fn prefetch_lines<T>(v: &T, lines: usize) {
+    #[cfg(target_arch = "x86_64")]
+    {
+        use std::arch::x86_64::{_mm_prefetch, _MM_HINT_T0};
+        let p = v as *const T as *const i8;
+        let n = lines.min(std::mem::size_of::<T>().div_ceil(64));
+        for l in 0..n {
+            // SAFETY: a prefetch never faults, and the address lies within `v`.
+            unsafe { _mm_prefetch(p.add(l * 64), _MM_HINT_T0) };
+        }
+    }
+    #[cfg(not(target_arch = "x86_64"))]
+    let _ = (v, lines);
+}
+
 pub trait Model {
     type Event: Copy;
     fn handle(&mut self, s: &mut Scheduler<Self::Event>, ev: Self::Event);
+    /// A hint: `ev` is probably the next event to be handled. A large model
+    /// prefetches the state it will touch (a source among 65,536) so that the
+    /// cache miss overlaps the handling of the current event. It must change
+    /// nothing; the default does nothing.
+    #[inline]
+    fn prefetch(&self, _ev: &Self::Event) {}
 }
 
 impl<E: Copy> Default for Scheduler<E> {
@@ -56,7 +82,7 @@ impl<E: Copy> Scheduler<E> {
     pub fn new() -> Self {
         Self {
             now: 0,
-            queue: HeapQueue::default(),
+            queue: EventSet::default(),
             timer_gen: vec![0],
             free_slots: Vec::new(),
             events: 0,
@@ -164,6 +190,9 @@ impl<E: Copy> Scheduler<E> {
             return;
         }
         while let Some(ev) = self.next_before(until) {
+            if let Some(next) = self.queue.peek_event() {
+                model.prefetch(&next.ev);
+            }
             model.handle(self, ev);
             if self.events.is_multiple_of(STOP_POLL) && self.stop.as_ref().is_some_and(|f| f.load(Ordering::Relaxed)) {
                 self.stopped = true;

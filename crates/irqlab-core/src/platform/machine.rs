@@ -13,7 +13,7 @@ use crate::engine::{Model, Protocol, Scheduler};
 use crate::platform::cpu::{Cpu, Frame, Level, Mask, Prio, Work};
 use crate::platform::fabric::Fabric;
 use crate::platform::pmr::PmrTax;
-use crate::platform::source::{Source, NO_OWNER};
+use crate::platform::source::{Source, NOT_POSTED, NO_OWNER};
 use crate::scenario::{Arrival, Masking, Scenario};
 use crate::workload::TaskState;
 use std::collections::{BTreeMap, HashSet};
@@ -434,7 +434,8 @@ impl<P: Parts> Machine<P> {
             self.n.merged += 1;
             return;
         }
-        if let Some(c) = src.posted_to {
+        if src.posted_to != NOT_POSTED {
+            let c = src.posted_to;
             return self.post_virtual(s, i, c as usize, raised, flow, 1);
         }
         src.raised = raised;
@@ -535,6 +536,25 @@ impl<P: Parts> Model for Machine<P> {
             }
             Ev::PathDone(k) => self.path_done(s, k),
             Ev::Part { part, code, arg } => P::handle(self, s, part, code, arg),
+        }
+    }
+
+    /// An arrival touches its source's first three lines (see `Source`); a
+    /// phase end its CPU's first two (the frame stack's top and the clocks).
+    #[inline]
+    fn prefetch(&self, ev: &Ev) {
+        match *ev {
+            Ev::Fire(i) | Ev::Arrive(i) => {
+                if let Some(src) = self.srcs.get(i as usize) {
+                    crate::engine::prefetch_lines(src, 3);
+                }
+            }
+            Ev::Done(c) => {
+                if let Some(cpu) = self.cpus.get(c as usize) {
+                    crate::engine::prefetch_lines(cpu, 2);
+                }
+            }
+            _ => {}
         }
     }
 }
