@@ -29,3 +29,39 @@ def test_bench_reports_positive_speed_metrics(tmp_path):
 def test_bench_reference_scenario_is_bundled():
     scen = irqlab.load(irqlab.SCENARIOS_DIR / "bench" / "reference.toml")
     assert scen["name"]
+
+
+def test_bench_scale_times_the_same_interrupts_on_more_cpus(tmp_path):
+    out = tmp_path / "scale.json"
+    p = run_cli("bench", "--scale", "4,1", "--json", out)
+    assert_ok(p)
+    rows = json.loads(out.read_text())["tables"]["scale"]
+    assert [r["cpus"] for r in rows] == [1, 4], "sizes run smallest first"
+    assert [r["sources"] for r in rows] == [32, 128]
+    # The same load per source over 1/N of the time: Poisson counts of ~10^6 events, not a factor apart.
+    assert abs(rows[0]["events"] - rows[1]["events"]) / rows[0]["events"] < 0.02, rows
+    assert rows[0]["vs_smallest"] == 1.0
+    for r in rows:
+        assert r["events_per_wall_s"] > 0 and r["peak_rss_mb"] > 0, r
+    assert "M events/s" in p.stdout
+
+
+def test_bench_scale_rejects_bad_cpu_counts():
+    for bad in ("0", "a,2", "70000", ""):
+        p = run_cli("bench", "--scale", bad)
+        assert p.returncode == 2, (bad, p.stderr)
+        assert p.stderr.strip().startswith("error: --scale") and len(p.stderr.strip().splitlines()) == 1, p.stderr
+    p = run_cli("bench", "--scale", "2", "--set", "seed=3")
+    assert p.returncode == 2 and "without --scenario or --set" in p.stderr, p.stderr
+
+
+def test_scale_scenarios_load_and_spread_their_sources(tmp_path):
+    from irqlab import _core
+
+    for cpus in (1, 3, 64):
+        path = tmp_path / f"scale-{cpus}.toml"
+        path.write_text(_core.scale_scenario(cpus))
+        scen = irqlab.load(path)
+        assert scen["platform"]["cpus"] == cpus
+        (src,) = scen["source"]
+        assert src["count"] == 32 * cpus and sorted(set(src["cpus"])) == list(range(cpus))

@@ -22,6 +22,7 @@ __all__ = [
     "parse_time_ps",
     "run",
     "run_replay",
+    "scale_scenario",
     "schema",
     "zero_costs",
 ]
@@ -75,6 +76,9 @@ def run_replay(
 
 def schema() -> str:
     """The JSON Schema of the scenario format."""
+
+def scale_scenario(cpus: int) -> str:
+    """The reference model's load over `cpus` CPUs: 32 sources per CPU, the same interrupts."""
 
 def zero_costs(text: str, origin: str, overrides: list[str] = ...) -> list[tuple[str, list[str]]]: ...
 def kvm_requests() -> tuple[list[str], list[tuple[str, list[str]]], list[tuple[str, str, str]]]:

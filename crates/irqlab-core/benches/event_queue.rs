@@ -1,36 +1,61 @@
 //! The event queue alone: a hold model (pop the earliest, push one a random
-//! time later) at the queue sizes irqlab runs at, and the bare scheduler with
-//! cancellable timers. Run with `cargo bench -p irqlab-core`.
+//! time later) at the queue sizes irqlab runs at; the bare scheduler with
+//! cancellable timers; and the whole machine at 1, 64 and 2,048 CPUs. Run with `cargo bench -p irqlab-core`.
 
 use criterion::{black_box, criterion_group, criterion_main, BatchSize, Criterion, Throughput};
 use irqlab_core::engine::rng::{exp_sample, stream};
-use irqlab_core::engine::{EventQueue, HeapQueue, Model, Scheduler};
+use irqlab_core::engine::{EventQueue, HeapQueue, Model, RadixQueue, Scheduler};
 
 const OPS: u64 = 100_000;
 
+/// The hold model on one queue type: `size` pending events, then OPS rounds of
+/// "pop the earliest, push one a random time later" (the pending count stays put).
+fn hold_on<Q: EventQueue<u32> + Default>(b: &mut criterion::Bencher, size: usize) {
+    b.iter_batched(
+        || {
+            let mut q = Q::default();
+            let mut r = stream(1, "hold");
+            for i in 0..size {
+                q.push(0, exp_sample(&mut r, 1e6) as u64 + 1, i as u32);
+            }
+            (q, r)
+        },
+        |(mut q, mut r)| {
+            for _ in 0..OPS {
+                let (t, e) = q.pop().unwrap();
+                q.push(t, t + exp_sample(&mut r, 1e6) as u64 + 1, e);
+            }
+            black_box(q.len())
+        },
+        BatchSize::LargeInput,
+    )
+}
+
+/// The binary heap against the radix heap at 64, 4,096 and 1 M pending events:
+/// the radix heap's cost per event should stay flat where the heap's grows.
 fn hold(c: &mut Criterion) {
     let mut g = c.benchmark_group("hold");
     g.throughput(Throughput::Elements(OPS));
-    for size in [32usize, 1024, 65536] {
-        g.bench_function(format!("heap_{size}"), |b| {
-            b.iter_batched(
-                || {
-                    let mut q: HeapQueue<u32> = HeapQueue::default();
-                    let mut r = stream(1, "hold");
-                    for i in 0..size {
-                        q.push(0, (exp_sample(&mut r, 1e6)) as u64, i as u32);
-                    }
-                    (q, r)
-                },
-                |(mut q, mut r)| {
-                    for _ in 0..OPS {
-                        let (t, e) = q.pop().unwrap();
-                        q.push(t, t + exp_sample(&mut r, 1e6) as u64, e);
-                    }
-                    black_box(q.len())
-                },
-                BatchSize::LargeInput,
-            )
+    g.sample_size(10);
+    for size in [64usize, 4096, 1 << 20] {
+        g.bench_function(format!("heap_{size}"), |b| hold_on::<HeapQueue<u32>>(b, size));
+        g.bench_function(format!("radix_{size}"), |b| hold_on::<RadixQueue<u32>>(b, size));
+    }
+    g.finish();
+}
+
+/// The whole machine on the reference model's load spread over 1, 64 and 2,048
+/// CPUs (`bench::scale_scenario`: 32 sources per CPU, the same interrupt count):
+/// events per second should not fall far as the machine grows.
+fn machine_scale(c: &mut Criterion) {
+    let mut g = c.benchmark_group("machine");
+    g.sample_size(10);
+    for cpus in [1u32, 64, 2048] {
+        let sc = irqlab_core::load(&irqlab_core::bench::scale_scenario(cpus), "scale.toml", &[]).unwrap();
+        let events = irqlab_core::run(&sc, Default::default()).report.metrics["events"];
+        g.throughput(Throughput::Elements(events as u64));
+        g.bench_function(format!("cpus_{cpus}"), |b| {
+            b.iter(|| black_box(irqlab_core::run(&sc, Default::default()).report.metrics["events"]))
         });
     }
     g.finish();
@@ -93,5 +118,5 @@ fn bare_reference(c: &mut Criterion) {
     g.finish();
 }
 
-criterion_group!(benches, hold, bare_reference);
+criterion_group!(benches, hold, bare_reference, machine_scale);
 criterion_main!(benches);

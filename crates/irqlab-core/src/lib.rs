@@ -7,6 +7,7 @@
 //! - [`nmi`]: M1, pseudo-NMI costs and cross-CPU requests.
 //! - [`machine`]: wiring and event dispatch; [`run`]: a scenario end to end.
 
+pub mod bench;
 pub mod components;
 pub mod engine;
 pub mod os;

@@ -233,6 +233,12 @@ fn schema() -> String {
     irqlab_core::scenario::json_schema()
 }
 
+/// The reference model's load spread over `cpus` CPUs (`irqlab bench --scale`).
+#[pyfunction]
+fn scale_scenario(cpus: u32) -> String {
+    irqlab_core::bench::scale_scenario(cpus)
+}
+
 #[pymodule]
 fn _core(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add("__version__", env!("CARGO_PKG_VERSION"))?;
@@ -251,5 +257,6 @@ fn _core(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add_function(wrap_pyfunction!(host_page_faults, m)?)?;
     m.add_function(wrap_pyfunction!(parse_time_ps, m)?)?;
     m.add_function(wrap_pyfunction!(parse_rate, m)?)?;
+    m.add_function(wrap_pyfunction!(scale_scenario, m)?)?;
     Ok(())
 }

@@ -3,6 +3,8 @@
 from __future__ import annotations
 
 import json
+import resource
+import sys
 import time
 from pathlib import Path
 from typing import Annotated
@@ -25,10 +27,23 @@ def bench(
         Path | None, typer.Option("--scenario", help="Time this scenario instead of the reference model.")
     ] = None,
     set_: SetOpt = None,
+    scale: Annotated[
+        str | None,
+        typer.Option(
+            "--scale",
+            help="CPU counts, e.g. 1,64,2048: the reference load spread over each (32 sources per CPU, "
+            "the same interrupts), and a table of events per wall-second.",
+            show_default=False,
+        ),
+    ] = None,
 ) -> None:
     """Measure engine speed on the reference scenario (bench/reference.toml) or another one."""
     if repeat < 1:
         raise UserError(f"--repeat {repeat}: expected at least 1")
+    if scale is not None:
+        if scenario is not None or set_:
+            raise UserError("--scale times its own scenarios: give it without --scenario or --set")
+        return _scale(_cpu_counts(scale), repeat, json_out)
     path = scenario if scenario is not None else SCENARIOS_DIR / "bench" / "reference.toml"
     text, origin = read_scenario(path)
     if scenario is None:
@@ -49,6 +64,7 @@ def bench(
         "events_per_wall_s": m["events"] / wall,
         # Warm-up included: it is simulated too.
         "sim_s_per_wall_s": _duration_s(text, origin, overrides) / wall,
+        "peak_rss_mb": peak_rss_mb(),
     }
     doc = document(res["scenario"], res["seed"], metrics)
     emit(doc, json_out)
@@ -58,3 +74,83 @@ def _duration_s(text: str, origin: str, overrides: list[str]) -> float:
     """A scenario's simulated duration (warm-up included), in seconds."""
     duration: str = json.loads(_core.load(text, origin, overrides))["duration"]
     return time_ns(duration) / 1e9
+
+
+def peak_rss_mb() -> float:
+    """This process's peak resident memory so far, in MB (Python and all)."""
+    kb = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss
+    return kb / 1024 if sys.platform != "darwin" else kb / 2**20
+
+
+#: Where `--scale` stops: 65,536 CPUs is already 2 M sources.
+MAX_SCALE_CPUS = 65_536
+
+
+def _cpu_counts(text: str) -> list[int]:
+    counts: list[int] = []
+    for part in text.split(","):
+        try:
+            n = int(part.strip())
+        except ValueError:
+            n = 0
+        if not 1 <= n <= MAX_SCALE_CPUS:
+            raise UserError(
+                f"--scale {text}: expected CPU counts from 1 to {MAX_SCALE_CPUS}, comma-separated (1,64,2048)"
+            )
+        counts.append(n)
+    return sorted(set(counts))
+
+
+def _scale(counts: list[int], repeat: int, json_out: JsonOpt) -> None:
+    """The same interrupts on ever more CPUs and sources: how the cost per event
+    grows with the machine (issue 18). Smallest first, so that the process's
+    peak memory after each size is that size's (memory grows with the size)."""
+    from rich.table import Table
+
+    from .render import err, fmt, out, to_stdout
+
+    rows: list[dict[str, float]] = []
+    for cpus in counts:
+        text = _core.scale_scenario(cpus)
+        wall = float("inf")
+        for _ in range(repeat):
+            t0 = time.perf_counter()
+            raw, _trace = _core.run(text, f"scale-{cpus}", [], None, False)
+            wall = min(wall, time.perf_counter() - t0)
+        m = json.loads(raw)["metrics"]
+        rows.append(
+            {
+                "cpus": cpus,
+                "sources": 32 * cpus,
+                "events": m["events"],
+                "wall_s": wall,
+                "events_per_wall_s": m["events"] / wall,
+                "peak_rss_mb": peak_rss_mb(),
+            }
+        )
+        if not to_stdout(json_out):
+            err.print(f"{cpus} CPUs: {m['events'] / wall / 1e6:.2f} M events/s", markup=False)
+    base = rows[0]["events_per_wall_s"]
+    for r in rows:
+        r["vs_smallest"] = r["events_per_wall_s"] / base
+    doc = document("scale", 1, {}, tables={"scale": rows})
+    if json_out is not None:
+        from .render import write_json
+
+        write_json(json_out, doc)
+    if to_stdout(json_out):
+        return
+    t = Table(title=f"events per wall-second as the machine grows (fastest of {repeat})", title_justify="left")
+    for col in ("CPUs", "sources", "events", "wall s", "M events/s", "vs smallest", "peak RSS MB"):
+        t.add_column(col, justify="right")
+    for r in rows:
+        t.add_row(
+            fmt(r["cpus"]),
+            fmt(r["sources"]),
+            fmt(r["events"]),
+            f"{r['wall_s']:.3f}",
+            f"{r['events_per_wall_s'] / 1e6:.2f}",
+            f"{r['vs_smallest']:.0%}",
+            f"{r['peak_rss_mb']:.0f}",
+        )
+    out.print(t)
