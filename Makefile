@@ -6,7 +6,7 @@ SHELL := /bin/bash
 PYTHON ?= python3
 VENV := .venv
 BIN := $(VENV)/bin
-LOCKS := requirements/dev.lock requirements/dask.lock
+LOCKS := requirements/dev.lock requirements/dask.lock requirements/ray.lock
 
 .PHONY: setup browser reproduce test test-long clean
 

@@ -3,8 +3,12 @@ number of workers or the backend."""
 
 from __future__ import annotations
 
-import importlib.util
+import contextlib
 import itertools
+import os
+import signal
+import time
+from pathlib import Path
 
 import pyarrow as pa
 import pyarrow.parquet as pq
@@ -73,11 +77,69 @@ def test_set_applies_to_every_point(small, tmp_path):
     assert pq.read_table(out).column("interrupts").to_pylist() == [0.0, 0.0]
 
 
-@pytest.mark.skipif(importlib.util.find_spec("distributed") is None, reason="dask[distributed] not installed")
-def test_dask_backend_matches_local(one_worker, small, tmp_path):
+def _cluster_pids() -> set[int]:
+    """Processes a local Ray or Dask cluster leaves if it is not shut down."""
+    names = ("raylet", "gcs_server", "ray::", "dask-worker", "dask-scheduler", "default_worker.py")
+    pids = set()
+    for d in Path("/proc").iterdir():
+        if d.name.isdigit():
+            try:
+                cmd = (d / "cmdline").read_bytes().replace(b"\0", b" ").decode(errors="replace")
+            except OSError:
+                continue
+            if any(n in cmd for n in names):
+                pids.add(int(d.name))
+    return pids
+
+
+@pytest.fixture
+def no_cluster_left():
+    """The cluster a backend starts is gone when its sweep ends: waited for
+    (generously: Ray's processes take a moment to exit), then killed and failed."""
+    before = _cluster_pids()
+    yield
+    deadline = time.monotonic() + 60
+    left = _cluster_pids() - before
+    while left and time.monotonic() < deadline:
+        time.sleep(0.5)
+        left = _cluster_pids() - before
+    for pid in left:
+        with contextlib.suppress(OSError):
+            os.kill(pid, signal.SIGKILL)
+    assert not left, f"cluster processes outlived the sweep: {sorted(left)}"
+
+
+@pytest.mark.parametrize("backend", ["dask", "ray"])
+@pytest.mark.parametrize("workers", ["1", "2"])
+def test_cluster_backends_match_local(one_worker, small, tmp_path, backend, workers, no_cluster_left):
+    """The same sweep gives the same table with local, Dask and Ray, with 1 or 2
+    workers (issue 17), whatever batches the points went out in."""
     _, t1 = one_worker
-    t2 = sweep(small, tmp_path / "dask.parquet", "--backend", "dask", "--workers", "2")
+    t2 = sweep(small, tmp_path / f"{backend}.parquet", "--backend", backend, "--workers", workers)
     assert t1.equals(t2, check_metadata=True)
+
+
+def test_batches_grow_to_about_a_second_and_stay_balanced():
+    from irqlab.sweep_cluster import Batches
+
+    b = Batches(list(range(1000)), workers=2, target_s=1.0)
+    first = [b.next(), b.next()]
+    assert first == [[0], [1]], "nothing timed yet: one point per batch"
+    for _ in range(2):
+        b.record(0.01)
+    assert b.next() == list(range(2, 102)), "100 points of 10 ms make a 1 s task"
+    for _ in range(100):
+        b.record(0.01)
+    seen = [0, 1, *range(2, 102)]
+    while not b.exhausted():
+        batch = b.next()
+        # Never more than an equal share of what was left for 2 workers.
+        assert 1 <= len(batch) <= max(1, -(-(1000 - len(seen)) // 2)), batch
+        seen += batch
+    assert seen == list(range(1000)), "every point once, in order"
+    slow = Batches(list(range(10)), workers=2)
+    slow.record(5.0)
+    assert slow.next() == [0], "points longer than a second go alone"
 
 
 def test_grid_values_may_be_toml_arrays_and_strings():

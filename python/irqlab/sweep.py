@@ -287,84 +287,6 @@ def _run_local(jobs: dict[int, Job], workers: int, done: _Done) -> None:
         ex.shutdown(wait=True, cancel_futures=True)
 
 
-def _run_dask(jobs: dict[int, Job], workers: int, address: str | None, done: _Done) -> None:
-    try:
-        import logging
-
-        from dask.distributed import Client, LocalCluster
-        from dask.distributed import as_completed as dask_completed
-    except ImportError:
-        raise UserError("--backend dask needs dask[distributed]: pip install 'irqlab[dask]'") from None
-    cluster = None
-    try:
-        if address:
-            client = Client(address)
-        else:
-            # Threads are enough locally: the core releases the GIL while it runs.
-            cluster = LocalCluster(
-                n_workers=1,
-                threads_per_worker=workers,
-                processes=False,
-                dashboard_address=None,
-                silence_logs=logging.ERROR,
-            )
-            client = Client(cluster)
-    except (OSError, ValueError, TimeoutError) as e:
-        # distributed says "missing port number in address" for a malformed address.
-        where = f"--address {address}" if address else "--backend dask"
-        raise UserError(
-            f"{where}: cannot reach a Dask scheduler ({one_line(str(e))}); expected tcp://HOST:PORT"
-        ) from None
-    try:
-        # retries=1: a point whose worker raised or died runs once more.
-        futs = {i: client.submit(run_point, *job, pure=False, retries=1) for i, job in jobs.items()}
-        index = {f.key: i for i, f in futs.items()}
-        for f in dask_completed(list(futs.values())):
-            i = index[f.key]
-            try:
-                ok, payload = f.result()
-            except Exception as e:
-                done(i, "crash", _crash(e))
-                continue
-            done(i, "ok" if ok else "error", payload)
-    finally:
-        client.close()
-        if cluster is not None:
-            cluster.close()
-
-
-def _run_ray(jobs: dict[int, Job], workers: int, address: str | None, done: _Done) -> None:
-    try:
-        import ray
-    except ImportError:
-        raise UserError("--backend ray needs ray, which is not installed: pip install 'irqlab[ray]'") from None
-    try:
-        if address:
-            ray.init(address=address, ignore_reinit_error=True, log_to_driver=False)
-        else:
-            ray.init(num_cpus=workers, include_dashboard=False, ignore_reinit_error=True, log_to_driver=False)
-    except (ConnectionError, OSError, ValueError, RuntimeError) as e:
-        where = f"--address {address}" if address else "--backend ray"
-        raise UserError(f"{where}: cannot start or reach Ray ({one_line(str(e))})") from None
-    try:
-        # One retry when the worker process dies or the task raises.
-        remote = ray.remote(max_retries=1, retry_exceptions=True)(run_point)
-        refs = {i: remote.remote(*job) for i, job in jobs.items()}
-        index = {r.hex(): i for i, r in refs.items()}
-        pending = list(refs.values())
-        while pending:
-            ready, pending = ray.wait(pending, num_returns=1)
-            for r in ready:
-                try:
-                    ok, payload = ray.get(r)
-                except Exception as e:
-                    done(index[r.hex()], "crash", _crash(e))
-                    continue
-                done(index[r.hex()], "ok" if ok else "error", payload)
-    finally:
-        ray.shutdown()
-
-
 def execute(
     sweep: Sweep, points: Sequence[Point], backend: str, workers: int, address: str | None, on_done: OnDone
 ) -> None:
@@ -382,9 +304,13 @@ def execute(
     if backend == "local":
         _run_local(jobs, workers, done)
     elif backend == "dask":
-        _run_dask(jobs, workers, address, done)
+        from .sweep_cluster import run_dask
+
+        run_dask(jobs, workers, address, done)
     elif backend == "ray":
-        _run_ray(jobs, workers, address, done)
+        from .sweep_cluster import run_ray
+
+        run_ray(jobs, workers, address, done)
     else:
         raise UserError(f"--backend {backend!r}: unknown backend, expected one of {', '.join(BACKENDS)}")
 

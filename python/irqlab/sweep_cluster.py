@@ -1,0 +1,188 @@
+"""The sweep's cluster backends, Dask and Ray, with points batched into tasks.
+
+A remote task costs scheduling, serialisation and a round trip: tens of
+milliseconds on a local cluster, more on a real one. A point of a quick sweep
+runs in milliseconds, so one task per point would spend most of the sweep on
+overhead. Points are therefore sent in batches sized from the wall time of
+the points done so far, so that a task runs for about `TARGET_TASK_S`
+(joblib's auto-batching does the same). A point's result does not depend on
+its batch: each runs alone, from its own scenario and seed."""
+
+from __future__ import annotations
+
+import math
+import time
+from collections.abc import Callable
+from typing import Any
+
+from ._util import UserError, one_line
+from .sweep import Job, _crash, run_point
+
+#: How long a task should run: long beside a task's overhead, short enough
+#: that the last tasks do not leave workers idle for long.
+TARGET_TASK_S = 1.0
+
+Done = Callable[[int, str, str], None]
+
+
+def run_batch(jobs: list[Job]) -> list[tuple[bool, str, float]]:
+    """Run points one after the other in one task: each one's (ok, payload) and wall seconds."""
+    out = []
+    for job in jobs:
+        t0 = time.perf_counter()
+        ok, payload = run_point(*job)
+        out.append((ok, payload, time.perf_counter() - t0))
+    return out
+
+
+class Batches:
+    """Hands out point indices in batches. Until a point has been timed a batch
+    holds one point; then a batch holds as many points as
+    take `target_s` at the mean wall time per point seen so far, but never more
+    than an equal share of what is left among the workers, so that the end of
+    the sweep stays balanced."""
+
+    def __init__(self, order: list[int], workers: int, target_s: float = TARGET_TASK_S) -> None:
+        self._left = list(reversed(order))
+        self._workers = max(1, workers)
+        self._target = target_s
+        self._seconds = 0.0
+        self._points = 0
+
+    def record(self, seconds: float) -> None:
+        """A point of a finished batch took `seconds` of wall time."""
+        self._seconds += max(0.0, seconds)
+        self._points += 1
+
+    def size(self) -> int:
+        """How many points the next batch holds."""
+        if not self._left:
+            return 0
+        if self._points == 0:
+            return 1
+        per_point = self._seconds / self._points
+        want = math.ceil(self._target / per_point) if per_point > 0 else len(self._left)
+        share = math.ceil(len(self._left) / self._workers)
+        return max(1, min(want, share))
+
+    def next(self) -> list[int]:
+        """The next batch's point indices (empty when every point is out)."""
+        return [self._left.pop() for _ in range(self.size())]
+
+    def exhausted(self) -> bool:
+        return not self._left
+
+
+def _deliver(batch: list[int], results: list[tuple[bool, str, float]], batches: Batches, done: Done) -> None:
+    for i, (ok, payload, seconds) in zip(batch, results, strict=True):
+        batches.record(seconds)
+        done(i, "ok" if ok else "error", payload)
+
+
+def run_dask(jobs: dict[int, Job], workers: int, address: str | None, done: Done) -> None:
+    try:
+        import logging
+
+        from dask.distributed import Client, LocalCluster
+        from dask.distributed import as_completed as dask_completed
+    except ImportError:
+        raise UserError("--backend dask needs dask[distributed]: pip install 'irqlab[dask]'") from None
+    cluster = None
+    try:
+        if address:
+            client = Client(address)
+        else:
+            # Threads are enough locally: the core releases the GIL while it runs.
+            cluster = LocalCluster(
+                n_workers=1,
+                threads_per_worker=workers,
+                processes=False,
+                dashboard_address=None,
+                silence_logs=logging.ERROR,
+            )
+            client = Client(cluster)
+    except (OSError, ValueError, TimeoutError) as e:
+        # distributed says "missing port number in address" for a malformed address.
+        where = f"--address {address}" if address else "--backend dask"
+        raise UserError(
+            f"{where}: cannot reach a Dask scheduler ({one_line(str(e))}); expected tcp://HOST:PORT"
+        ) from None
+    try:
+        batches = Batches(list(jobs), workers)
+        inflight: dict[Any, list[int]] = {}
+        running = dask_completed()
+
+        def submit() -> None:
+            batch = batches.next()
+            if batch:
+                # retries=1: a batch whose worker raised or died runs once more.
+                f = client.submit(run_batch, [jobs[i] for i in batch], pure=False, retries=1)
+                inflight[f.key] = batch
+                running.add(f)
+
+        for _ in range(2 * workers):
+            submit()
+        for f in running:
+            batch = inflight.pop(f.key)
+            try:
+                results = f.result()
+            except Exception as e:
+                for i in batch:
+                    done(i, "crash", _crash(e))
+            else:
+                _deliver(batch, results, batches, done)
+            while not batches.exhausted() and len(inflight) < 2 * workers:
+                before = len(inflight)
+                submit()
+                if len(inflight) == before:
+                    break
+    finally:
+        client.close()
+        if cluster is not None:
+            cluster.close()
+
+
+def run_ray(jobs: dict[int, Job], workers: int, address: str | None, done: Done) -> None:
+    try:
+        import ray
+    except ImportError:
+        raise UserError("--backend ray needs ray, which is not installed: pip install 'irqlab[ray]'") from None
+    try:
+        if address:
+            ray.init(address=address, ignore_reinit_error=True, log_to_driver=False)
+        else:
+            ray.init(num_cpus=workers, include_dashboard=False, ignore_reinit_error=True, log_to_driver=False)
+    except (ConnectionError, OSError, ValueError, RuntimeError) as e:
+        where = f"--address {address}" if address else "--backend ray"
+        raise UserError(f"{where}: cannot start or reach Ray ({one_line(str(e))})") from None
+    try:
+        # One retry when the worker process dies or the task raises.
+        remote = ray.remote(max_retries=1, retry_exceptions=True)(run_batch)
+        batches = Batches(list(jobs), workers)
+        inflight: dict[Any, list[int]] = {}
+
+        def submit() -> None:
+            batch = batches.next()
+            if batch:
+                inflight[remote.remote([jobs[i] for i in batch])] = batch
+
+        for _ in range(2 * workers):
+            submit()
+        while inflight:
+            ready, _ = ray.wait(list(inflight), num_returns=1)
+            for r in ready:
+                batch = inflight.pop(r)
+                try:
+                    results = ray.get(r)
+                except Exception as e:
+                    for i in batch:
+                        done(i, "crash", _crash(e))
+                else:
+                    _deliver(batch, results, batches, done)
+            while not batches.exhausted() and len(inflight) < 2 * workers:
+                before = len(inflight)
+                submit()
+                if len(inflight) == before:
+                    break
+    finally:
+        ray.shutdown()
