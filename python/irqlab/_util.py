@@ -7,6 +7,7 @@ import json
 import os
 import re
 import secrets
+import signal
 import stat
 import sys
 import threading
@@ -198,16 +199,38 @@ def in_worker(call: Callable[[Any], T]) -> T:
     # lands inside join() can mark the thread finished while it still runs
     # (threading._wait_for_tstate_lock releases the worker's own lock), and the
     # interpreter then exits under a core run that is still returning, which
-    # aborts the process (SIGABRT instead of exit 130).
-    t = threading.Thread(target=work, name="irqlab-run", daemon=True)
-    t.start()
-    try:
-        while not done.wait(0.1):
-            pass
-    except KeyboardInterrupt:
+    # aborts the process (SIGABRT instead of exit 130). And in the main thread
+    # Ctrl-C only sets the flag (a handler that raises nothing): a
+    # KeyboardInterrupt can land anywhere, even in an `except` block between
+    # setting the flag and waiting, and a second Ctrl-C there, seen in CI,
+    # let the interpreter leave before the run had.
+    interrupted: list[bool] = []
+
+    def on_sigint(_signum: int, _frame: object) -> None:
+        interrupted.append(True)
         flag.set()
-        _wait_through_interrupts(done)
-        raise
+
+    own = (
+        threading.current_thread() is threading.main_thread()
+        and signal.getsignal(signal.SIGINT) is signal.default_int_handler
+    )
+    previous = signal.signal(signal.SIGINT, on_sigint) if own else None
+    t = threading.Thread(target=work, name="irqlab-run", daemon=True)
+    try:
+        t.start()
+        try:
+            while not done.wait(0.1):
+                pass
+        except BaseException:
+            # SIGTERM's SystemExit, or Ctrl-C in a thread that is not the main one.
+            flag.set()
+            _wait_through_interrupts(done)
+            raise
+    finally:
+        if own:
+            signal.signal(signal.SIGINT, previous)
+    if interrupted:
+        raise KeyboardInterrupt
     if "error" in box:
         raise box["error"]
     result: T = box["value"]
@@ -215,13 +238,13 @@ def in_worker(call: Callable[[Any], T]) -> T:
 
 
 def _wait_through_interrupts(done: threading.Event) -> None:
-    """Wait for a stopped run to return, even through more Ctrl-Cs: it stops
+    """Wait for a stopped run to return, even through more interrupts: it stops
     within a few thousand events, and leaving before it has would abort."""
     while True:
         try:
             if done.wait(0.1):
                 return
-        except KeyboardInterrupt:
+        except BaseException:
             continue
 
 
