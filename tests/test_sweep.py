@@ -159,3 +159,29 @@ def test_array_grid_values_reach_the_model(small, tmp_path):
     assert t.column("source.0.cpus").to_pylist() == ["[0]", "[0, 1]"]
     assert t.column("cpu1.interrupts_per_s").to_pylist()[0] == 0.0
     assert t.column("cpu1.interrupts_per_s").to_pylist()[1] > 0.0
+
+
+def test_in_flight_keeps_two_batches_per_worker_and_reports_a_crashed_batch_per_point():
+    from irqlab.sweep_cluster import _InFlight
+
+    jobs = {i: ("text", "origin", [f"seed={i}"], i, False) for i in range(6)}
+    sent: list[list[int]] = []
+    seen: list[tuple[int, str, str]] = []
+
+    def submit(batch):
+        sent.append([job[3] for job in batch])
+        return len(sent) - 1
+
+    flight = _InFlight(jobs, 1, lambda i, status, payload: seen.append((i, status, payload)), submit)
+    flight.fill()
+    assert sent == [[0], [1]] and len(flight.tasks) == 2, "one worker: two single-point batches out"
+
+    def crash():
+        raise RuntimeError("worker died")
+
+    flight.finished(0, crash)
+    assert seen == [(0, "crash", "RuntimeError: worker died")]
+    flight.finished(1, lambda: [(True, "{}", 0.01)])
+    assert seen[-1] == (1, "ok", "{}")
+    # Timed at 10 ms a point: the rest go out together (an equal share for one worker).
+    assert sent[2:] == [[2], [3, 4, 5]], sent

@@ -10,6 +10,7 @@ its batch: each runs alone, from its own scenario and seed."""
 
 from __future__ import annotations
 
+import functools
 import math
 import time
 from collections.abc import Callable
@@ -73,10 +74,35 @@ class Batches:
         return not self._left
 
 
-def _deliver(batch: list[int], results: list[tuple[bool, str, float]], batches: Batches, done: Done) -> None:
-    for i, (ok, payload, seconds) in zip(batch, results, strict=True):
-        batches.record(seconds)
-        done(i, "ok" if ok else "error", payload)
+class _InFlight:
+    """The batches out on a cluster: keeps two per worker under way (one to run,
+    one queued, so a worker never waits for the driver), and hands each
+    finished batch's results to `done` point by point."""
+
+    def __init__(self, jobs: dict[int, Job], workers: int, done: Done, submit: Callable[[list[Job]], Any]) -> None:
+        self._jobs, self._done, self._submit = jobs, done, submit
+        self._batches = Batches(list(jobs), workers)
+        self._limit = 2 * max(1, workers)
+        self.tasks: dict[Any, list[int]] = {}
+
+    def fill(self) -> None:
+        while not self._batches.exhausted() and len(self.tasks) < self._limit:
+            batch = self._batches.next()
+            self.tasks[self._submit([self._jobs[i] for i in batch])] = batch
+
+    def finished(self, task: Any, results: Callable[[], list[tuple[bool, str, float]]]) -> None:
+        """Task `task` ended; `results()` gives its points' results or raises (a crash, after its retry)."""
+        batch = self.tasks.pop(task)
+        try:
+            got = results()
+        except Exception as e:
+            for i in batch:
+                self._done(i, "crash", _crash(e))
+        else:
+            for i, (ok, payload, seconds) in zip(batch, got, strict=True):
+                self._batches.record(seconds)
+                self._done(i, "ok" if ok else "error", payload)
+        self.fill()
 
 
 def run_dask(jobs: dict[int, Job], workers: int, address: str | None, done: Done) -> None:
@@ -108,34 +134,18 @@ def run_dask(jobs: dict[int, Job], workers: int, address: str | None, done: Done
             f"{where}: cannot reach a Dask scheduler ({one_line(str(e))}); expected tcp://HOST:PORT"
         ) from None
     try:
-        batches = Batches(list(jobs), workers)
-        inflight: dict[Any, list[int]] = {}
         running = dask_completed()
 
-        def submit() -> None:
-            batch = batches.next()
-            if batch:
-                # retries=1: a batch whose worker raised or died runs once more.
-                f = client.submit(run_batch, [jobs[i] for i in batch], pure=False, retries=1)
-                inflight[f.key] = batch
-                running.add(f)
+        def submit(batch: list[Job]) -> Any:
+            # retries=1: a batch whose worker raised or died runs once more.
+            f = client.submit(run_batch, batch, pure=False, retries=1)
+            running.add(f)
+            return f.key
 
-        for _ in range(2 * workers):
-            submit()
+        flight = _InFlight(jobs, workers, done, submit)
+        flight.fill()
         for f in running:
-            batch = inflight.pop(f.key)
-            try:
-                results = f.result()
-            except Exception as e:
-                for i in batch:
-                    done(i, "crash", _crash(e))
-            else:
-                _deliver(batch, results, batches, done)
-            while not batches.exhausted() and len(inflight) < 2 * workers:
-                before = len(inflight)
-                submit()
-                if len(inflight) == before:
-                    break
+            flight.finished(f.key, f.result)
     finally:
         client.close()
         if cluster is not None:
@@ -158,31 +168,11 @@ def run_ray(jobs: dict[int, Job], workers: int, address: str | None, done: Done)
     try:
         # One retry when the worker process dies or the task raises.
         remote = ray.remote(max_retries=1, retry_exceptions=True)(run_batch)
-        batches = Batches(list(jobs), workers)
-        inflight: dict[Any, list[int]] = {}
-
-        def submit() -> None:
-            batch = batches.next()
-            if batch:
-                inflight[remote.remote([jobs[i] for i in batch])] = batch
-
-        for _ in range(2 * workers):
-            submit()
-        while inflight:
-            ready, _ = ray.wait(list(inflight), num_returns=1)
+        flight = _InFlight(jobs, workers, done, lambda batch: remote.remote(batch))
+        flight.fill()
+        while flight.tasks:
+            ready, _ = ray.wait(list(flight.tasks), num_returns=1)
             for r in ready:
-                batch = inflight.pop(r)
-                try:
-                    results = ray.get(r)
-                except Exception as e:
-                    for i in batch:
-                        done(i, "crash", _crash(e))
-                else:
-                    _deliver(batch, results, batches, done)
-            while not batches.exhausted() and len(inflight) < 2 * workers:
-                before = len(inflight)
-                submit()
-                if len(inflight) == before:
-                    break
+                flight.finished(r, functools.partial(ray.get, r))
     finally:
         ray.shutdown()

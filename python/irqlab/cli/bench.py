@@ -107,7 +107,7 @@ def _scale(counts: list[int], repeat: int, json_out: JsonOpt) -> None:
     peak memory after each size is that size's (memory grows with the size)."""
     from rich.table import Table
 
-    from .render import err, fmt, out, to_stdout
+    from .render import err, fmt, out, to_stdout, write_json
 
     rows: list[dict[str, float]] = []
     for cpus in counts:
@@ -135,8 +135,6 @@ def _scale(counts: list[int], repeat: int, json_out: JsonOpt) -> None:
         r["vs_smallest"] = r["events_per_wall_s"] / base
     doc = document("scale", 1, {}, tables={"scale": rows})
     if json_out is not None:
-        from .render import write_json
-
         write_json(json_out, doc)
     if to_stdout(json_out):
         return
