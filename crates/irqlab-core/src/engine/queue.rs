@@ -78,8 +78,6 @@ impl<E> Default for HeapQueue<E> {
 }
 
 impl<E> HeapQueue<E> {
-    /// Adds `ev` at `at` behind every event already at `at`, whatever the
-    /// current instant: for moving events in from another queue in their order.
     /// Empties the queue into a vector in pop order. (Without `pop`: another
     /// caller of `BinaryHeap::pop` keeps LLVM from inlining it in the run loop.)
     pub(crate) fn drain_in_order(&mut self) -> Vec<(Ps, E)> {
@@ -90,6 +88,8 @@ impl<E> HeapQueue<E> {
         out
     }
 
+    /// Adds `ev` at `at` behind every event already at `at`, whatever the
+    /// current instant: for moving events in from another queue in their order.
     pub(crate) fn push_keyed(&mut self, at: Ps, ev: E) {
         debug_assert!(self.now_fifo.is_empty(), "push_keyed is for an emptied queue");
         self.seq += 1;

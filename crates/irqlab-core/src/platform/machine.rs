@@ -540,7 +540,7 @@ impl<P: Parts> Model for Machine<P> {
     }
 
     /// An arrival touches its source's first three lines (see `Source`); a
-    /// phase end its CPU's first two (the frame stack's top and the clocks).
+    /// phase end starts with its CPU's first two.
     #[inline]
     fn prefetch(&self, ev: &Ev) {
         match *ev {
