@@ -114,6 +114,9 @@ pub struct DmaPath {
     links: Vec<VecDeque<(Write, Ps, Ps)>>,
     /// DMA work waiting per link, in ps (what a device's buffer holds).
     link_backlog: Vec<Ps>,
+    /// The vectors with an MSI waiting per link (at most one each: a new one
+    /// merges), so that `msi_queued` need not scan a link's thousands of DMA writes.
+    link_msis: Vec<Vec<u32>>,
     /// Links with writes waiting, in round-robin order.
     ready: VecDeque<u32>,
     pub busy_time: Ps,
@@ -129,6 +132,7 @@ impl DmaPath {
             busy: None,
             links: Vec::new(),
             link_backlog: Vec::new(),
+            link_msis: Vec::new(),
             ready: VecDeque::new(),
             busy_time: 0,
             wait: Latency::default(),
@@ -146,12 +150,14 @@ impl DmaPath {
         if l >= self.links.len() {
             self.links.resize_with(l + 1, VecDeque::new);
             self.link_backlog.resize(l + 1, 0);
+            self.link_msis.resize_with(l + 1, Vec::new);
         }
         if self.links[l].is_empty() {
             self.ready.push_back(link);
         }
-        if let Write::Dma(_) = w {
-            self.link_backlog[l] += cost;
+        match w {
+            Write::Dma(_) => self.link_backlog[l] += cost,
+            Write::Msi(i) => self.link_msis[l].push(i),
         }
         self.links[l].push_back((w, cost, now));
         None
@@ -174,8 +180,13 @@ impl DmaPath {
         let next = self.ready.pop_front().map(|link| {
             let l = link as usize;
             let (nw, cost, queued) = self.links[l].pop_front().expect("a ready link has a write");
-            if let Write::Dma(_) = nw {
-                self.link_backlog[l] -= cost;
+            match nw {
+                Write::Dma(_) => self.link_backlog[l] -= cost,
+                Write::Msi(i) => {
+                    let msis = &mut self.link_msis[l];
+                    let k = msis.iter().position(|&v| v == i).expect("a waiting MSI is listed");
+                    msis.swap_remove(k);
+                }
             }
             if !self.links[l].is_empty() {
                 self.ready.push_back(link);
@@ -187,7 +198,7 @@ impl DmaPath {
 
     /// Whether vector `i` has a message queued on `link` and not yet started (a new one merges into it).
     pub fn msi_queued(&self, link: u32, i: u32) -> bool {
-        self.links.get(link as usize).is_some_and(|q| q.iter().any(|&(w, _, _)| w == Write::Msi(i)))
+        self.link_msis.get(link as usize).is_some_and(|v| v.contains(&i))
     }
 
     /// DMA work queued on `link` behind the write in service, in ps.
