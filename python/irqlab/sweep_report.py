@@ -27,7 +27,7 @@ from ._util import UserError, one_line
 from .cli.summary import unit_of
 from .plotting import COLORS, axis_in, img, number, page, table
 from .sweep import BOOKKEEPING, HIST_STATS, mean_ci
-from .sweep_store import MANIFEST, results_source
+from .sweep_store import MANIFEST, json_or_none, results_source
 
 #: A per-instance metric (`cpu3.interrupts_per_s`, `nic.vf2.rx_gbps`): not a headline.
 _INSTANCE = re.compile(r"(^|\.)[A-Za-z_-]*\d+\.")
@@ -87,23 +87,14 @@ def read(path: Path) -> Results:
     meta = {k.decode("utf-8", "replace"): v.decode("utf-8", "replace") for k, v in schema_meta.items()}
     if "point" not in t.column_names or "replication" not in t.column_names:
         raise UserError(f"{path}: not the results of an irqlab sweep (no `point` and `replication` columns)")
-    definition = _json(meta.get("irqlab.sweep")) or manifest.get("sweep") or {}
-    grid = _grid(_json(meta.get("irqlab.grid")) or definition.get("grid"), t)
+    definition = json_or_none(meta.get("irqlab.sweep")) or manifest.get("sweep") or {}
+    grid = _grid(json_or_none(meta.get("irqlab.grid")) or definition.get("grid"), t)
     expected = manifest.get("points") if isinstance(manifest.get("points"), int) else None
     if expected is None and grid and isinstance(definition.get("replications"), int):
         expected = math.prod(len(v) for _, v in grid) * int(definition["replications"])
     return Results(
         path, t.sort_by([("point", "ascending"), ("replication", "ascending")]), grid, definition, meta, expected
     )
-
-
-def _json(raw: str | None) -> Any:
-    if raw is None:
-        return None
-    try:
-        return json.loads(raw)
-    except ValueError:
-        return None
 
 
 def _grid(raw: Any, t: pa.Table) -> list[tuple[str, list[str]]]:

@@ -131,15 +131,18 @@ def _check_definition(where: Path, sweep: Sweep, theirs: Any) -> None:
         )
 
 
-def _definition_in(table_or_schema: pa.Schema) -> Any:
-    meta = table_or_schema.metadata or {}
-    raw = meta.get(b"irqlab.sweep")
+def json_or_none(raw: str | bytes | None) -> Any:
+    """A metadata value's JSON, or None if it is absent or not JSON."""
     if raw is None:
         return None
     try:
         return json.loads(raw)
     except ValueError:
         return None
+
+
+def _definition_in(table_or_schema: pa.Schema) -> Any:
+    return json_or_none((table_or_schema.metadata or {}).get(b"irqlab.sweep"))
 
 
 class Store:
