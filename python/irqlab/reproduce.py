@@ -318,7 +318,15 @@ SENSITIVITY: dict[str, tuple[str, ...]] = {
         "nvme.0.handler",
         "cpu.irq_entry",
     ),
-    "m5-nic-100g": ("fabric.msi_write", "fabric.dma_per_kib", "nic.0.per_packet", "nic.0.handler", "cpu.irq_entry"),
+    "m5-nic-100g": (
+        "fabric.msi_write",
+        "fabric.dma_per_kib",
+        "fabric.latency",
+        "nic.0.posted_credits",
+        "nic.0.per_packet",
+        "nic.0.handler",
+        "cpu.irq_entry",
+    ),
 }
 SENSITIVITY_FACTORS = (0.5, 2.0)
 

@@ -79,8 +79,14 @@ pub struct NicGroup {
     pub name: String,
     /// Frame sizes and their cumulative shares.
     pub sizes: Vec<(u32, f64)>,
-    /// How long the on-chip buffer lasts at line rate: writes that would wait longer are dropped.
-    pub buffer: Ps,
+    /// The on-chip buffer: received frames the NIC has not yet written up its
+    /// link (queue, arrival, bytes), their bytes, and its size.
+    pub held: VecDeque<(u32, Ps, u32)>,
+    pub held_bytes: u64,
+    pub buffer_bytes: u64,
+    /// Posted-write TLPs the NIC may have in the root complex, and those it has.
+    pub credits: u32,
+    pub in_flight: u32,
     pub handler: Ps,
     pub per_packet: Ps,
     pub per_poll: Ps,
@@ -118,13 +124,15 @@ impl Component for Nic {
                 acc += w / total;
                 (*b, acc)
             });
-            let link = n.link_gbps.unwrap_or(n.gbps);
             let pkts_per_s = n.gbps * 1e9 / 8.0 / mean_wire;
             me.groups.push(NicGroup {
                 name: n.name.clone(),
                 sizes: cdf.collect(),
-                // Assumption: 256 KiB of on-chip RX buffer, drained at line rate.
-                buffer: ((256.0 * 1024.0 * 8.0) / (link * 1e9) * 1e12) as Ps,
+                held: VecDeque::new(),
+                held_bytes: 0,
+                buffer_bytes: n.buffer_kib as u64 * 1024,
+                credits: n.posted_credits,
+                in_flight: 0,
                 handler: n.handler.ps(),
                 per_packet: n.per_packet.ps(),
                 per_poll: n.per_poll.ps(),
@@ -246,9 +254,18 @@ impl Component for Nic {
     /// The packet's DMA landed: it is in the ring, and the queue may signal.
     fn dma_landed<P: Has<Self>>(m: &mut Machine<P>, s: &mut Scheduler<Ev>, q: u32) {
         let now = s.now();
-        let rx = &mut m.parts.get().rxqs[q as usize];
+        let me = m.parts.get();
+        let rx = &mut me.rxqs[q as usize];
         let p = rx.landing.pop_front().expect("a landed DMA per packet in flight");
         rx.ring_pkts.push_back(p);
+        let g = rx.group;
+        let grp = &mut me.groups[g as usize];
+        if m.paths.get(rx.socket as usize).is_some() {
+            // Its TLPs left the root complex: the NIC may write what it holds.
+            grp.in_flight -= tlps(p.1);
+            issue_held(m, s, g);
+        }
+        let rx = &mut m.parts.get().rxqs[q as usize];
         if rx.polling {
             let napi = rx.napi;
             if !m.napi_scheduled(napi) {
@@ -345,7 +362,7 @@ impl Component for Nic {
     fn audit<P: Has<Self>>(m: &mut Machine<P>) {
         let me = m.parts.get_ref();
         m.audit.pkts_found = me.rxqs.iter().map(|q| (q.landing.len() + q.ring_pkts.len()) as u64).sum::<u64>()
-            + me.groups.iter().map(|g| g.life_rx + g.life_drops).sum::<u64>();
+            + me.groups.iter().map(|g| g.life_rx + g.life_drops + g.held.len() as u64).sum::<u64>();
         m.audit.pkts_offered = me.groups.iter().map(|g| g.life_offered).sum();
     }
 }
@@ -362,21 +379,65 @@ fn pkt_arrive<P: Has<Nic>>(m: &mut Machine<P>, s: &mut Scheduler<Ev>, q: u32) {
     let bytes = grp.sizes.iter().find(|(_, c)| u < *c).unwrap_or(grp.sizes.last().expect("a size")).0;
     grp.offered_pkts += 1;
     grp.life_offered += 1;
-    if rx.landing.len() + rx.ring_pkts.len() >= rx.ring as usize {
-        grp.drops_ring += 1;
-        grp.life_drops += 1;
+    if m.paths.get(rx.socket as usize).is_none() {
+        // No DMA path: the write lands at once, nothing waits on chip.
+        write_up(m, s, q, now, bytes);
         return;
     }
-    if m.paths.get(rx.socket as usize).is_some_and(|p| p.link_backlog(rx.link) > grp.buffer) {
-        // The NIC's buffer holds what the path has not taken yet: it is full.
+    if grp.held_bytes + bytes as u64 > grp.buffer_bytes {
+        // The link has not taken enough of what came before: the buffer is full.
         grp.drops_buffer += 1;
         grp.life_drops += 1;
         return;
     }
+    grp.held.push_back((q, now, bytes));
+    grp.held_bytes += bytes as u64;
+    issue_held(m, s, g as u32);
+}
+
+/// TLPs of a received frame in the root complex: its data in 256-byte
+/// max-payload TLPs and its completion entry.
+#[inline]
+fn tlps(bytes: u32) -> u32 {
+    bytes.div_ceil(256) + 1
+}
+
+/// The NIC writes the frames it holds up its link, oldest first, while the
+/// root complex has credits for them. A frame's MSI follows only what was
+/// written before it, not what still waits on chip.
+fn issue_held<P: Has<Nic>>(m: &mut Machine<P>, s: &mut Scheduler<Ev>, g: u32) {
+    loop {
+        let grp = &mut m.parts.get().groups[g as usize];
+        let Some(&(q, t, bytes)) = grp.held.front() else { return };
+        let need = tlps(bytes);
+        if grp.in_flight + need > grp.credits {
+            return;
+        }
+        grp.held.pop_front();
+        grp.held_bytes -= bytes as u64;
+        grp.in_flight += need;
+        if !write_up(m, s, q, t, bytes) {
+            m.parts.get().groups[g as usize].in_flight -= need;
+        }
+    }
+}
+
+/// DMA of a frame into queue `q`'s ring, if it has a free descriptor (else
+/// the frame is dropped: `rx_out_of_buffer`). Returns whether it was written.
+fn write_up<P: Has<Nic>>(m: &mut Machine<P>, s: &mut Scheduler<Ev>, q: u32, arrived: Ps, bytes: u32) -> bool {
+    let me = m.parts.get();
+    let rx = &mut me.rxqs[q as usize];
+    let grp = &mut me.groups[rx.group as usize];
+    if rx.landing.len() + rx.ring_pkts.len() >= rx.ring as usize {
+        grp.drops_ring += 1;
+        grp.life_drops += 1;
+        return false;
+    }
     let cost = m.dma_write + bytes as Ps * grp.dma_per_kib / 1024;
-    rx.landing.push_back((now, bytes));
+    rx.landing.push_back((arrived, bytes));
     let (sk, link) = (rx.socket, rx.link);
     m.dma(s, DmaFor { owner: P::ID, arg: q }, cost, sk, link);
+    true
 }
 
 /// An armed queue signals as its moderation allows, and is disarmed.

@@ -37,6 +37,16 @@ pub struct Nic {
     /// NAPI budget per poll.
     #[serde(default = "d_budget")]
     pub budget: u32,
+    /// The NIC's on-chip receive buffer, KiB: packets wait there for the
+    /// PCIe link; one that finds it full is dropped (`rx_discards_phy`).
+    #[serde(default = "d_buffer")]
+    pub buffer_kib: u32,
+    /// PCIe flow control: posted-write TLPs (a frame's data in max-payload
+    /// TLPs of 256 B, plus its CQE) the NIC may have queued in the root
+    /// complex; the rest of what it received waits in its buffer, behind
+    /// nothing its interrupts must follow.
+    #[serde(default = "d_credits")]
+    pub posted_credits: u32,
     /// Hardirq cost (`mlx5e_completion_event` → `napi_schedule`).
     #[serde(default)]
     pub handler: Time,
@@ -77,6 +87,13 @@ fn d_vfio() -> Time {
     Time(1000 * crate::engine::time::PS_PER_NS)
 }
 
+fn d_buffer() -> u32 {
+    256
+}
+fn d_credits() -> u32 {
+    128
+}
+
 fn d_ring() -> u32 {
     1024
 }
@@ -107,6 +124,12 @@ pub fn check(list: &[Nic], ctx: &Ctx, names: &mut HashSet<String>) -> Check {
         }
         if n.ring == 0 || n.budget == 0 {
             return err(format!("{p}.ring"), "ring and budget must be at least 1");
+        }
+        // A jumbo frame (9216 B: 36 data TLPs and its CQE) must fit in the credits.
+        for (key, v, lo, hi) in [("buffer_kib", n.buffer_kib, 16, 1 << 20), ("posted_credits", n.posted_credits, 37, 65536)] {
+            if v < lo || v > hi {
+                return err(format!("{p}.{key}"), format!("{v}: expected {lo} to {hi}"));
+            }
         }
         for (j, (b, w)) in n.packets.iter().enumerate() {
             if !((60..=9216).contains(b) && *w > 0.0 && w.is_finite()) {
