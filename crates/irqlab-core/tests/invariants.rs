@@ -264,6 +264,7 @@ struct Devices {
     nic: Option<(u32, u32, u32, u32, u32, u32)>, // (queues, gbps, moderation 0..4, VM 0..4: no, exits, remapped, posted, ring, per-packet ns)
     gsim: (u32, u32),                            // (delay us, 0 = off; target k/s)
     posted: bool,                                // Intel posted MSI for the host's vectors
+    nic_flow: (bool, bool),                      // the NIC's fewest posted credits; its smallest buffer
 }
 
 fn devices() -> impl Strategy<Value = Devices> {
@@ -275,9 +276,10 @@ fn devices() -> impl Strategy<Value = Devices> {
         proptest::option::of((1u32..4, 1u32..25, 0u32..4, 0u32..4, 4u32..256, 50u32..2000)),
         (0u32..150, 0u32..500),
         any::<bool>(),
+        (any::<bool>(), any::<bool>()),
     )
-        .prop_filter("some device", |(_, _, _, nvme, nic, _, _)| nvme.is_some() || nic.is_some())
-        .prop_map(|(cpus, sockets, dma, nvme, nic, gsim, posted)| Devices {
+        .prop_filter("some device", |(_, _, _, nvme, nic, _, _, _)| nvme.is_some() || nic.is_some())
+        .prop_map(|(cpus, sockets, dma, nvme, nic, gsim, posted, nic_flow)| Devices {
             cpus,
             sockets: sockets.min(cpus),
             dma,
@@ -285,6 +287,7 @@ fn devices() -> impl Strategy<Value = Devices> {
             nic,
             gsim,
             posted,
+            nic_flow,
         })
 }
 
@@ -328,9 +331,11 @@ fn device_scenario(d: &Devices) -> String {
             2 => "vm = \"g\"\ncpus = [0]\nvf_irqs = \"remapped\"\nhost_cpus = [0]".to_string(),
             _ => "vm = \"g\"\ncpus = [0]\nvf_irqs = \"posted\"".to_string(),
         };
+        let (credits, buffer) = (if d.nic_flow.0 { 37 } else { 128 }, if d.nic_flow.1 { 16 } else { 256 });
         t += &format!(
             "[[nic]]\nname = \"eth\"\nqueues = {queues}\ngbps = {gbps}\nring = {ring}\n{place}\nhandler = \"300ns\"\n\
-             per_packet = \"{per_packet}ns\"\nper_poll = \"200ns\"\n[nic.moderation]\n{m}\n"
+             per_packet = \"{per_packet}ns\"\nper_poll = \"200ns\"\nposted_credits = {credits}\nbuffer_kib = {buffer}\n\
+             [nic.moderation]\n{m}\n"
         );
     }
     if d.posted {

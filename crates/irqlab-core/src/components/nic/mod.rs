@@ -39,6 +39,7 @@ crate::part_events! {
 pub struct Nic {
     pub rxqs: Vec<RxQueue>,
     pub groups: Vec<NicGroup>,
+    pub devices: Vec<NicDevice>,
     /// Payload bytes at the previous sample (the `goodput_gbps` series).
     last_payload: u64,
 }
@@ -50,6 +51,8 @@ pub const HEADERS: u32 = 14 + 20 + 32;
 
 pub struct RxQueue {
     pub group: u32,
+    /// The physical NIC (`NicDevice`) whose link and buffer it uses.
+    pub dev: u32,
     pub socket: u32,
     /// The NIC's PCIe link (all its queues share it; its buffer is what waits on it).
     pub link: u32,
@@ -75,18 +78,24 @@ pub struct RxQueue {
     pub remapped: Option<(u32, u32)>,
 }
 
-pub struct NicGroup {
+/// A physical NIC: its PCIe link, on-chip buffer and posted credits, shared
+/// by the `[[nic]]` entries (PF, VFs) that name it as their `device`.
+pub struct NicDevice {
     pub name: String,
-    /// Frame sizes and their cumulative shares.
-    pub sizes: Vec<(u32, f64)>,
-    /// The on-chip buffer: received frames the NIC has not yet written up its
-    /// link (queue, arrival, bytes), their bytes, and its size.
+    pub link: u32,
+    /// Received frames not yet written up the link (queue, arrival, bytes), their bytes, and the buffer's size.
     pub held: VecDeque<(u32, Ps, u32)>,
     pub held_bytes: u64,
     pub buffer_bytes: u64,
     /// Posted-write TLPs the NIC may have in the root complex, and those it has.
     pub credits: u32,
     pub in_flight: u32,
+}
+
+pub struct NicGroup {
+    pub name: String,
+    /// Frame sizes and their cumulative shares.
+    pub sizes: Vec<(u32, f64)>,
     pub handler: Ps,
     pub per_packet: Ps,
     pub per_poll: Ps,
@@ -128,11 +137,6 @@ impl Component for Nic {
             me.groups.push(NicGroup {
                 name: n.name.clone(),
                 sizes: cdf.collect(),
-                held: VecDeque::new(),
-                held_bytes: 0,
-                buffer_bytes: n.buffer_kib as u64 * 1024,
-                credits: n.posted_credits,
-                in_flight: 0,
                 handler: n.handler.ps(),
                 per_packet: n.per_packet.ps(),
                 per_poll: n.per_poll.ps(),
@@ -152,7 +156,23 @@ impl Component for Nic {
                 life_drops: 0,
             });
             let vm = n.vm.as_ref().map(|name| sc.vms.iter().position(|v| &v.name == name).expect("validated") as u32);
-            let link = m.add_link();
+            let dev = match me.devices.iter().position(|d| d.name == n.device_name()) {
+                Some(d) => d as u32,
+                None => {
+                    let link = m.add_link();
+                    me.devices.push(NicDevice {
+                        name: n.device_name().to_string(),
+                        link,
+                        held: VecDeque::new(),
+                        held_bytes: 0,
+                        buffer_bytes: n.buffer_kib as u64 * 1024,
+                        credits: n.posted_credits,
+                        in_flight: 0,
+                    });
+                    (me.devices.len() - 1) as u32
+                }
+            };
+            let link = me.devices[dev as usize].link;
             for q in 0..n.queues {
                 let c = n.cpus[(q as usize) % n.cpus.len()];
                 let (cpu, level) = match vm {
@@ -177,6 +197,7 @@ impl Component for Nic {
                 let napi = m.napi_register(P::ID, qi, cpu, level);
                 me.rxqs.push(RxQueue {
                     group: g as u32,
+                    dev,
                     socket: n.socket,
                     link,
                     src,
@@ -258,12 +279,11 @@ impl Component for Nic {
         let rx = &mut me.rxqs[q as usize];
         let p = rx.landing.pop_front().expect("a landed DMA per packet in flight");
         rx.ring_pkts.push_back(p);
-        let g = rx.group;
-        let grp = &mut me.groups[g as usize];
+        let d = rx.dev;
         if m.paths.get(rx.socket as usize).is_some() {
             // Its TLPs left the root complex: the NIC may write what it holds.
-            grp.in_flight -= tlps(p.1);
-            issue_held(m, s, g);
+            me.devices[d as usize].in_flight -= tlps(p.1);
+            issue_held(m, s, d);
         }
         let rx = &mut m.parts.get().rxqs[q as usize];
         if rx.polling {
@@ -362,7 +382,8 @@ impl Component for Nic {
     fn audit<P: Has<Self>>(m: &mut Machine<P>) {
         let me = m.parts.get_ref();
         m.audit.pkts_found = me.rxqs.iter().map(|q| (q.landing.len() + q.ring_pkts.len()) as u64).sum::<u64>()
-            + me.groups.iter().map(|g| g.life_rx + g.life_drops + g.held.len() as u64).sum::<u64>();
+            + me.groups.iter().map(|g| g.life_rx + g.life_drops).sum::<u64>()
+            + me.devices.iter().map(|d| d.held.len() as u64).sum::<u64>();
         m.audit.pkts_offered = me.groups.iter().map(|g| g.life_offered).sum();
     }
 }
@@ -384,15 +405,17 @@ fn pkt_arrive<P: Has<Nic>>(m: &mut Machine<P>, s: &mut Scheduler<Ev>, q: u32) {
         write_up(m, s, q, now, bytes);
         return;
     }
-    if grp.held_bytes + bytes as u64 > grp.buffer_bytes {
+    let d = rx.dev;
+    let dev = &mut me.devices[d as usize];
+    if dev.held_bytes + bytes as u64 > dev.buffer_bytes {
         // The link has not taken enough of what came before: the buffer is full.
         grp.drops_buffer += 1;
         grp.life_drops += 1;
         return;
     }
-    grp.held.push_back((q, now, bytes));
-    grp.held_bytes += bytes as u64;
-    issue_held(m, s, g as u32);
+    dev.held.push_back((q, now, bytes));
+    dev.held_bytes += bytes as u64;
+    issue_held(m, s, d);
 }
 
 /// TLPs of a received frame in the root complex: its data in 256-byte
@@ -405,19 +428,19 @@ fn tlps(bytes: u32) -> u32 {
 /// The NIC writes the frames it holds up its link, oldest first, while the
 /// root complex has credits for them. A frame's MSI follows only what was
 /// written before it, not what still waits on chip.
-fn issue_held<P: Has<Nic>>(m: &mut Machine<P>, s: &mut Scheduler<Ev>, g: u32) {
+fn issue_held<P: Has<Nic>>(m: &mut Machine<P>, s: &mut Scheduler<Ev>, d: u32) {
     loop {
-        let grp = &mut m.parts.get().groups[g as usize];
-        let Some(&(q, t, bytes)) = grp.held.front() else { return };
+        let dev = &mut m.parts.get().devices[d as usize];
+        let Some(&(q, t, bytes)) = dev.held.front() else { return };
         let need = tlps(bytes);
-        if grp.in_flight + need > grp.credits {
+        if dev.in_flight + need > dev.credits {
             return;
         }
-        grp.held.pop_front();
-        grp.held_bytes -= bytes as u64;
-        grp.in_flight += need;
+        dev.held.pop_front();
+        dev.held_bytes -= bytes as u64;
+        dev.in_flight += need;
         if !write_up(m, s, q, t, bytes) {
-            m.parts.get().groups[g as usize].in_flight -= need;
+            m.parts.get().devices[d as usize].in_flight -= need;
         }
     }
 }

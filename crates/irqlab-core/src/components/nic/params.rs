@@ -18,6 +18,11 @@ pub struct Nic {
     /// Link speed, Gbit/s (default: `gbps`).
     #[serde(default)]
     pub link_gbps: Option<f64>,
+    /// The physical NIC this entry is a function of (its PF, or an SR-IOV VF
+    /// of it): entries that name the same device share its PCIe link, its
+    /// on-chip buffer and its posted credits. Default: a device of its own.
+    #[serde(default)]
+    pub device: Option<String>,
     #[serde(default = "crate::scenario::units::one_u32")]
     pub queues: u32,
     /// CPUs (vCPU indices if `vm` is set); queue q goes to `cpus[q % len]`.
@@ -156,6 +161,34 @@ pub fn check(list: &[Nic], ctx: &Ctx, names: &mut HashSet<String>) -> Check {
             }
         }
         n.moderation.check(&p)?;
+        // Functions of one device agree on what they share.
+        let dev = n.device_name();
+        if let Some((j, first)) = list[..i].iter().enumerate().find(|(_, f)| f.device_name() == dev) {
+            let same = first.socket == n.socket
+                && first.link_gbps.unwrap_or(first.gbps) == link
+                && first.buffer_kib == n.buffer_kib
+                && first.posted_credits == n.posted_credits;
+            if !same {
+                return err(
+                    format!("{p}.device"),
+                    format!("\"{dev}\" is shared with nic[{j}]: expected the same socket, link_gbps, buffer_kib and posted_credits"),
+                );
+            }
+            let offered: f64 = list[..=i].iter().filter(|f| f.device_name() == dev).map(|f| f.gbps).sum();
+            if offered > link * (1.0 + 1e-9) {
+                return err(
+                    format!("{p}.gbps"),
+                    format!("the functions of \"{dev}\" offer {offered} Gbit/s in all: expected at most its link, {link} Gbit/s"),
+                );
+            }
+        }
     }
     Ok(())
+}
+
+impl Nic {
+    /// The physical device this entry belongs to (its own name by default).
+    pub fn device_name(&self) -> &str {
+        self.device.as_deref().unwrap_or(&self.name)
+    }
 }

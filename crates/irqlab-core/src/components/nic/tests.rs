@@ -118,3 +118,29 @@ fn too_many_msis_collapse_throughput_and_moderation_restores_it() {
     assert!(none["interrupts_per_s"] > 5.0 * dim["interrupts_per_s"]);
     assert!(g(&wide) > g(&none), "512 credits {} against 128: {}", g(&wide), g(&none));
 }
+
+/// Two functions of one physical NIC (`device`): they share its link, buffer
+/// and credits, so they must agree on them, and offer at most its link.
+#[test]
+fn functions_of_one_device_agree_on_what_they_share() {
+    let two = |extra: &str| {
+        format!(
+            "name = \"vfs\"\nduration = \"1ms\"\n[platform]\ncpus = 2\n\
+             [[nic]]\nname = \"pf\"\ngbps = 40\nlink_gbps = 100\ncpus = [0]\n\
+             [[nic]]\nname = \"vf\"\ndevice = \"pf\"\ngbps = 40\nlink_gbps = 100\ncpus = [1]\n{extra}"
+        )
+    };
+    let load = |text: &str, sets: &[&str]| {
+        let sets: Vec<String> = sets.iter().map(|s| s.to_string()).collect();
+        crate::load(text, "s.toml", &sets).map(|_| ()).map_err(|e| e.0)
+    };
+    assert_eq!(load(&two(""), &[]), Ok(()));
+    let e = load(&two("posted_credits = 256\n"), &[]).unwrap_err();
+    assert!(e.contains("nic[1].device") && e.contains("shared with nic[0]") && e.contains("posted_credits"), "{e}");
+    let e = load(&two(""), &["nic.1.gbps=70"]).unwrap_err();
+    assert!(e.contains("nic[1].gbps") && e.contains("110 Gbit/s in all") && e.contains("100 Gbit/s"), "{e}");
+    // Sharing one device, the two run and lose no frame.
+    let out = run_audited(&two(""), &["duration=2ms"]);
+    assert_eq!(out.audit.pkts_found, out.audit.pkts_offered);
+    assert!(out.report.metrics["nic.pf.rx_gbps"] > 30.0 && out.report.metrics["nic.vf.rx_gbps"] > 30.0);
+}
