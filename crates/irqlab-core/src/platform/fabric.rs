@@ -112,8 +112,6 @@ pub struct DmaPath {
     pub busy: Option<(Write, Ps)>,
     /// Per link (global link ids; only this socket's are used): writes waiting, with their cost and arrival.
     links: Vec<VecDeque<(Write, Ps, Ps)>>,
-    /// DMA work waiting per link, in ps (what a device's buffer holds).
-    link_backlog: Vec<Ps>,
     /// The vectors with an MSI waiting per link (at most one each: a new one
     /// merges), so that `msi_queued` need not scan a link's thousands of DMA writes.
     link_msis: Vec<Vec<u32>>,
@@ -131,7 +129,6 @@ impl DmaPath {
             msi,
             busy: None,
             links: Vec::new(),
-            link_backlog: Vec::new(),
             link_msis: Vec::new(),
             ready: VecDeque::new(),
             busy_time: 0,
@@ -149,15 +146,13 @@ impl DmaPath {
         let l = link as usize;
         if l >= self.links.len() {
             self.links.resize_with(l + 1, VecDeque::new);
-            self.link_backlog.resize(l + 1, 0);
             self.link_msis.resize_with(l + 1, Vec::new);
         }
         if self.links[l].is_empty() {
             self.ready.push_back(link);
         }
-        match w {
-            Write::Dma(_) => self.link_backlog[l] += cost,
-            Write::Msi(i) => self.link_msis[l].push(i),
+        if let Write::Msi(i) = w {
+            self.link_msis[l].push(i);
         }
         self.links[l].push_back((w, cost, now));
         None
@@ -180,13 +175,10 @@ impl DmaPath {
         let next = self.ready.pop_front().map(|link| {
             let l = link as usize;
             let (nw, cost, queued) = self.links[l].pop_front().expect("a ready link has a write");
-            match nw {
-                Write::Dma(_) => self.link_backlog[l] -= cost,
-                Write::Msi(i) => {
-                    let msis = &mut self.link_msis[l];
-                    let k = msis.iter().position(|&v| v == i).expect("a waiting MSI is listed");
-                    msis.swap_remove(k);
-                }
+            if let Write::Msi(i) = nw {
+                let msis = &mut self.link_msis[l];
+                let k = msis.iter().position(|&v| v == i).expect("a waiting MSI is listed");
+                msis.swap_remove(k);
             }
             if !self.links[l].is_empty() {
                 self.ready.push_back(link);
@@ -199,11 +191,6 @@ impl DmaPath {
     /// Whether vector `i` has a message queued on `link` and not yet started (a new one merges into it).
     pub fn msi_queued(&self, link: u32, i: u32) -> bool {
         self.link_msis.get(link as usize).is_some_and(|v| v.contains(&i))
-    }
-
-    /// DMA work queued on `link` behind the write in service, in ps.
-    pub fn link_backlog(&self, link: u32) -> Ps {
-        self.link_backlog.get(link as usize).copied().unwrap_or(0)
     }
 
     pub fn reset(&mut self) {
@@ -263,14 +250,12 @@ mod path_tests {
         assert_eq!(p.submit(10, 0, Write::Dma(B), 40), None);
         assert_eq!(p.submit(20, 0, Write::Msi(7), 300), None);
         assert_eq!(p.submit(30, 0, Write::Dma(A), 40), None);
-        assert_eq!(p.link_backlog(0), 80);
         // In link order: the data before the MSI, the MSI, then the data after it.
         assert_eq!(p.done(40), (Write::Dma(A), Some((Write::Dma(B), 80))));
         assert_eq!(p.done(80), (Write::Dma(B), Some((Write::Msi(7), 380))));
         assert_eq!(p.done(380), (Write::Msi(7), Some((Write::Dma(A), 420))));
         assert_eq!(p.done(420), (Write::Dma(A), None));
         assert_eq!(p.busy_time, 420);
-        assert_eq!(p.link_backlog(0), 0);
     }
 
     #[test]

@@ -54,7 +54,7 @@ pub struct RxQueue {
     /// The physical NIC (`NicDevice`) whose link and buffer it uses.
     pub dev: u32,
     pub socket: u32,
-    /// The NIC's PCIe link (all its queues share it; its buffer is what waits on it).
+    /// Its device's PCIe link (every queue of the device's functions shares it).
     pub link: u32,
     pub src: u32,
     /// Its NAPI context (`Machine::napi_register`).
