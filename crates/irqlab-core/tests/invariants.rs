@@ -331,10 +331,12 @@ fn device_scenario(d: &Devices) -> String {
             2 => "vm = \"g\"\ncpus = [0]\nvf_irqs = \"remapped\"\nhost_cpus = [0]".to_string(),
             _ => "vm = \"g\"\ncpus = [0]\nvf_irqs = \"posted\"".to_string(),
         };
-        let (credits, buffer) = (if d.nic_flow.0 { 37 } else { 128 }, if d.nic_flow.1 { 16 } else { 256 });
+        // The fewest credits a jumbo frame fits in, with jumbo and tiny frames; the smallest buffer for them.
+        let (credits, buffer) = (if d.nic_flow.0 { 37 } else { 128 }, if d.nic_flow.1 { 9 } else { 256 });
+        let sizes = if d.nic_flow.0 { "packets = [[9216, 1.0], [64, 1.0]]\n" } else { "" };
         t += &format!(
             "[[nic]]\nname = \"eth\"\nqueues = {queues}\ngbps = {gbps}\nring = {ring}\n{place}\nhandler = \"300ns\"\n\
-             per_packet = \"{per_packet}ns\"\nper_poll = \"200ns\"\nposted_credits = {credits}\nbuffer_kib = {buffer}\n\
+             per_packet = \"{per_packet}ns\"\nper_poll = \"200ns\"\nposted_credits = {credits}\nbuffer_kib = {buffer}\n{sizes}\
              [nic.moderation]\n{m}\n"
         );
     }

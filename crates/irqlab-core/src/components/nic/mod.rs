@@ -83,13 +83,17 @@ pub struct RxQueue {
 pub struct NicDevice {
     pub name: String,
     pub link: u32,
-    /// Received frames not yet written up the link (queue, arrival, bytes), their bytes, and the buffer's size.
+    /// Received frames not yet written up the link: (queue, arrival, bytes).
     pub held: VecDeque<(u32, Ps, u32)>,
+    /// Their bytes.
     pub held_bytes: u64,
+    /// The on-chip buffer's size (`buffer_kib`).
     pub buffer_bytes: u64,
-    /// Posted-write TLPs the NIC may have in the root complex, and those it has.
-    pub credits: u32,
-    pub in_flight: u32,
+    /// Posted-write TLPs the NIC may have in the root complex (`posted_credits`).
+    pub posted_credits: u32,
+    /// TLPs of its frames written up the link and not yet landed. (Frames take
+    /// credits only when there is a DMA path: without one they land at once.)
+    pub credits_used: u32,
 }
 
 pub struct NicGroup {
@@ -166,8 +170,8 @@ impl Component for Nic {
                         held: VecDeque::new(),
                         held_bytes: 0,
                         buffer_bytes: n.buffer_kib as u64 * 1024,
-                        credits: n.posted_credits,
-                        in_flight: 0,
+                        posted_credits: n.posted_credits,
+                        credits_used: 0,
                     });
                     (me.devices.len() - 1) as u32
                 }
@@ -282,7 +286,9 @@ impl Component for Nic {
         let d = rx.dev;
         if m.paths.get(rx.socket as usize).is_some() {
             // Its TLPs left the root complex: the NIC may write what it holds.
-            me.devices[d as usize].in_flight -= tlps(p.1);
+            // (Before this frame's MSI, which then follows them: measured, the
+            // other order moves the figures by under 2 %.)
+            me.devices[d as usize].credits_used -= tlps(p.1);
             issue_held(m, s, d);
         }
         let rx = &mut m.parts.get().rxqs[q as usize];
@@ -421,7 +427,7 @@ fn pkt_arrive<P: Has<Nic>>(m: &mut Machine<P>, s: &mut Scheduler<Ev>, q: u32) {
 /// TLPs of a received frame in the root complex: its data in 256-byte
 /// max-payload TLPs and its completion entry.
 #[inline]
-fn tlps(bytes: u32) -> u32 {
+pub(crate) fn tlps(bytes: u32) -> u32 {
     bytes.div_ceil(256) + 1
 }
 
@@ -433,14 +439,14 @@ fn issue_held<P: Has<Nic>>(m: &mut Machine<P>, s: &mut Scheduler<Ev>, d: u32) {
         let dev = &mut m.parts.get().devices[d as usize];
         let Some(&(q, t, bytes)) = dev.held.front() else { return };
         let need = tlps(bytes);
-        if dev.in_flight + need > dev.credits {
+        if dev.credits_used + need > dev.posted_credits {
             return;
         }
         dev.held.pop_front();
         dev.held_bytes -= bytes as u64;
-        dev.in_flight += need;
+        dev.credits_used += need;
         if !write_up(m, s, q, t, bytes) {
-            m.parts.get().devices[d as usize].in_flight -= need;
+            m.parts.get().devices[d as usize].credits_used -= need;
         }
     }
 }

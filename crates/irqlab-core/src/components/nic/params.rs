@@ -130,15 +130,21 @@ pub fn check(list: &[Nic], ctx: &Ctx, names: &mut HashSet<String>) -> Check {
         if n.ring == 0 || n.budget == 0 {
             return err(format!("{p}.ring"), "ring and budget must be at least 1");
         }
-        // A jumbo frame (9216 B: 36 data TLPs and its CQE) must fit in the credits.
-        for (key, v, lo, hi) in [("buffer_kib", n.buffer_kib, 16, 1 << 20), ("posted_credits", n.posted_credits, 37, 65536)] {
-            if v < lo || v > hi {
-                return err(format!("{p}.{key}"), format!("{v}: expected {lo} to {hi}"));
-            }
-        }
         for (j, (b, w)) in n.packets.iter().enumerate() {
             if !((60..=9216).contains(b) && *w > 0.0 && w.is_finite()) {
                 return err(format!("{p}.packets[{j}]"), "expected [bytes from 60 to 9216, share above 0]");
+            }
+        }
+        // The largest frame must fit in the buffer, and its TLPs in the credits,
+        // or it could never be written up the link.
+        let largest = n.packets.iter().map(|x| x.0).max().unwrap_or(1514);
+        let (kib, tlps) = (largest.div_ceil(1024), super::tlps(largest));
+        for (key, v, lo, hi, why) in [
+            ("buffer_kib", n.buffer_kib, kib, 1 << 20, "KiB: the largest frame"),
+            ("posted_credits", n.posted_credits, tlps, 65536, "TLPs: the largest frame and its CQE"),
+        ] {
+            if v < lo || v > hi {
+                return err(format!("{p}.{key}"), format!("{v}: expected {lo} ({why}) to {hi}"));
             }
         }
         targets(&p, &n.cpus, n.vm.as_deref(), ctx)?;
@@ -161,24 +167,33 @@ pub fn check(list: &[Nic], ctx: &Ctx, names: &mut HashSet<String>) -> Check {
             }
         }
         n.moderation.check(&p)?;
-        // Functions of one device agree on what they share.
+        // Functions of one device agree on what they share. A `device` that
+        // names another entry must name that entry's device, or the two would
+        // silently be different NICs.
         let dev = n.device_name();
+        if let Some((j, f)) = list.iter().enumerate().find(|(j, f)| *j != i && f.name == dev && f.device_name() != dev) {
+            return err(
+                format!("{p}.device"),
+                format!("\"{dev}\" is nic[{j}], a function of device \"{}\": expected \"{}\"", f.device_name(), f.device_name()),
+            );
+        }
         if let Some((j, first)) = list[..i].iter().enumerate().find(|(_, f)| f.device_name() == dev) {
-            let same = first.socket == n.socket
-                && first.link_gbps.unwrap_or(first.gbps) == link
-                && first.buffer_kib == n.buffer_kib
-                && first.posted_credits == n.posted_credits;
-            if !same {
-                return err(
-                    format!("{p}.device"),
-                    format!("\"{dev}\" is shared with nic[{j}]: expected the same socket, link_gbps, buffer_kib and posted_credits"),
-                );
+            let first_link = first.link_gbps.unwrap_or(first.gbps);
+            for (key, mine, theirs) in [
+                ("socket", n.socket as f64, first.socket as f64),
+                ("link_gbps", link, first_link),
+                ("buffer_kib", n.buffer_kib as f64, first.buffer_kib as f64),
+                ("posted_credits", n.posted_credits as f64, first.posted_credits as f64),
+            ] {
+                if mine != theirs {
+                    return err(format!("{p}.{key}"), format!("{mine}: expected {theirs}, as nic[{j}], which shares device \"{dev}\""));
+                }
             }
             let offered: f64 = list[..=i].iter().filter(|f| f.device_name() == dev).map(|f| f.gbps).sum();
             if offered > link * (1.0 + 1e-9) {
                 return err(
                     format!("{p}.gbps"),
-                    format!("the functions of \"{dev}\" offer {offered} Gbit/s in all: expected at most its link, {link} Gbit/s"),
+                    format!("the functions of \"{dev}\" offer {offered:.3} Gbit/s in all: expected at most its link, {link} Gbit/s"),
                 );
             }
         }

@@ -136,9 +136,17 @@ fn functions_of_one_device_agree_on_what_they_share() {
     };
     assert_eq!(load(&two(""), &[]), Ok(()));
     let e = load(&two("posted_credits = 256\n"), &[]).unwrap_err();
-    assert!(e.contains("nic[1].device") && e.contains("shared with nic[0]") && e.contains("posted_credits"), "{e}");
+    assert!(e.contains("nic[1].posted_credits: 256: expected 128, as nic[0], which shares device \"pf\""), "{e}");
     let e = load(&two(""), &["nic.1.gbps=70"]).unwrap_err();
-    assert!(e.contains("nic[1].gbps") && e.contains("110 Gbit/s in all") && e.contains("100 Gbit/s"), "{e}");
+    assert!(e.contains("nic[1].gbps") && e.contains("110.000 Gbit/s in all") && e.contains("100 Gbit/s"), "{e}");
+    // Naming the PF's entry when the PF itself names another device would
+    // make two NICs out of one: refused.
+    let e = load(&two(""), &["nic.0.device=\"cx7\""]).unwrap_err();
+    assert!(e.contains("nic[1].device") && e.contains("a function of device \"cx7\": expected \"cx7\""), "{e}");
+    // Credits and buffer must hold the largest frame: 7 TLPs for 1514 bytes.
+    let e = load(&two(""), &["nic.0.posted_credits=6", "nic.1.posted_credits=6"]).unwrap_err();
+    assert!(e.contains("nic[0].posted_credits: 6: expected 7"), "{e}");
+    assert_eq!(load(&two(""), &["nic.0.posted_credits=7", "nic.1.posted_credits=7"]), Ok(()));
     // Sharing one device, the two run and lose no frame.
     let out = run_audited(&two(""), &["duration=2ms"]);
     assert_eq!(out.audit.pkts_found, out.audit.pkts_offered);
