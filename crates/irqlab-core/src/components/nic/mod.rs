@@ -12,7 +12,7 @@ pub mod params;
 #[cfg(test)]
 mod tests;
 use crate::components::moderation::QueueMod;
-use crate::components::nic::params::VfIrqs;
+use crate::components::nic::params::{tlps, VfIrqs};
 use crate::engine::rng::{exp_sample, stream, Rng};
 use crate::engine::stats::{Latency, Report};
 use crate::engine::time::{ps_to_s, s_to_ps, Ps};
@@ -422,13 +422,6 @@ fn pkt_arrive<P: Has<Nic>>(m: &mut Machine<P>, s: &mut Scheduler<Ev>, q: u32) {
     dev.held.push_back((q, now, bytes));
     dev.held_bytes += bytes as u64;
     issue_held(m, s, d);
-}
-
-/// TLPs of a received frame in the root complex: its data in 256-byte
-/// max-payload TLPs and its completion entry.
-#[inline]
-pub(crate) fn tlps(bytes: u32) -> u32 {
-    bytes.div_ceil(256) + 1
 }
 
 /// The NIC writes the frames it holds up its link, oldest first, while the

@@ -92,6 +92,13 @@ fn d_vfio() -> Time {
     Time(1000 * crate::engine::time::PS_PER_NS)
 }
 
+/// TLPs of a received frame in the root complex: its data in 256-byte
+/// max-payload TLPs and its completion entry.
+#[inline]
+pub fn tlps(bytes: u32) -> u32 {
+    bytes.div_ceil(256) + 1
+}
+
 fn d_buffer() -> u32 {
     256
 }
@@ -138,7 +145,7 @@ pub fn check(list: &[Nic], ctx: &Ctx, names: &mut HashSet<String>) -> Check {
         // The largest frame must fit in the buffer, and its TLPs in the credits,
         // or it could never be written up the link.
         let largest = n.packets.iter().map(|x| x.0).max().unwrap_or(1514);
-        let (kib, tlps) = (largest.div_ceil(1024), super::tlps(largest));
+        let (kib, tlps) = (largest.div_ceil(1024), tlps(largest));
         for (key, v, lo, hi, why) in [
             ("buffer_kib", n.buffer_kib, kib, 1 << 20, "KiB: the largest frame"),
             ("posted_credits", n.posted_credits, tlps, 65536, "TLPs: the largest frame and its CQE"),
