@@ -324,6 +324,8 @@ fn device_scenario(d: &Devices) -> String {
     if let Some((queues, gbps, moderation, in_vm, ring, per_packet)) = d.nic {
         let m = ["kind = \"none\"", "kind = \"static\"\nusecs = \"10us\"\nframes = 16", "kind = \"dim\"", "kind = \"polling\""]
             [moderation as usize];
+        // Timer reset ("CQE") mode where it applies, with the smallest buffer.
+        let m = if d.nic_flow.1 && (moderation == 1 || moderation == 2) { format!("{m}\ncqe_mode = true") } else { m.to_string() };
         // In a VM: its VF's interrupts by exits, remapped through host CPU 0, or posted.
         let place = match in_vm {
             0 => format!("cpus = [{}]", host.join(", ")),

@@ -11,7 +11,9 @@ use rand::Rng as _;
 
 /// `NET_DIM_RX_EQE_PROFILES`: (usecs, packets).
 pub const RX_EQE_PROFILES: [(u64, u32); 5] = [(1, 256), (8, 256), (64, 256), (128, 256), (256, 256)];
-/// `NET_DIM_DEF_PROFILE_EQE`.
+/// `NET_DIM_RX_CQE_PROFILES`: the profiles in timer reset ("CQE") mode.
+pub const RX_CQE_PROFILES: [(u64, u32); 5] = [(2, 256), (8, 128), (16, 64), (32, 64), (64, 64)];
+/// `NET_DIM_DEF_PROFILE_EQE` (and `NET_DIM_DEF_PROFILE_CQE`, also 1).
 pub const DEFAULT_PROFILE: usize = 1;
 /// `DIM_NEVENTS`: interrupts per decision window.
 pub const NEVENTS: u64 = 64;
@@ -50,6 +52,8 @@ enum Cmp {
 
 pub struct Dim {
     pub profile_ix: usize,
+    /// The profile table: EQE, or CQE in timer reset mode.
+    pub profiles: &'static [(u64, u32); 5],
     pub tune: Tune,
     steps_left: u32,
     steps_right: u32,
@@ -90,6 +94,7 @@ impl Default for Dim {
     fn default() -> Self {
         Dim {
             profile_ix: DEFAULT_PROFILE,
+            profiles: &RX_EQE_PROFILES,
             tune: Tune::ParkingOnTop, // a zeroed `struct dim`
             steps_left: 0,
             steps_right: 0,
@@ -105,7 +110,7 @@ impl Default for Dim {
 impl Dim {
     /// The current moderation: (time, packets).
     pub fn profile(&self) -> (Ps, u32) {
-        let (us, pkts) = RX_EQE_PROFILES[self.profile_ix];
+        let (us, pkts) = self.profiles[self.profile_ix];
         (us * PS_PER_US, pkts)
     }
 

@@ -17,6 +17,8 @@ pub use gsim::GlobalModeration;
 /// A device queue's moderation state: when its pending work may raise an interrupt.
 pub struct QueueMod {
     pub kind: ModerationKind,
+    /// Timer reset mode: `first` follows the latest completion (see `Moderation::cqe_mode`).
+    pub cqe_mode: bool,
     /// Completions not signalled yet, when the first of them came, and the armed time threshold.
     pub unsignalled: u32,
     pub first: Ps,
@@ -35,6 +37,7 @@ impl QueueMod {
     pub fn new(m: &Moderation) -> Self {
         let mut q = QueueMod {
             kind: m.kind,
+            cqe_mode: m.cqe_mode,
             unsignalled: 0,
             first: 0,
             timer: None,
@@ -46,7 +49,10 @@ impl QueueMod {
             bytes: 0,
         };
         if m.kind == ModerationKind::Dim {
-            let d = dim::Dim::default();
+            let mut d = dim::Dim::default();
+            if m.cqe_mode {
+                d.profiles = &dim::RX_CQE_PROFILES;
+            }
             (q.usecs, q.frames) = d.profile();
             q.dim = Some(d);
         }
@@ -56,7 +62,7 @@ impl QueueMod {
     /// `n` more completions wait to be signalled.
     #[inline]
     pub fn add(&mut self, now: Ps, n: u32) {
-        if self.unsignalled == 0 {
+        if self.unsignalled == 0 || self.cqe_mode {
             self.first = now;
         }
         self.unsignalled += n;
@@ -86,10 +92,19 @@ impl QueueMod {
         }
     }
 
-    /// The time threshold expired: whether anything waits to be signalled (it now counts as signalled).
+    /// The time threshold's timer fired: whether anything waits to be signalled
+    /// (it now counts as signalled). In timer reset mode a completion since the
+    /// timer was armed moved the threshold: the timer is armed again for it.
     #[inline]
-    pub fn expired(&mut self) -> bool {
+    pub fn expired(&mut self, s: &mut Scheduler<Ev>, timer: Ev) -> bool {
         self.timer = None;
+        if self.cqe_mode && self.unsignalled > 0 {
+            let at = self.first + self.usecs;
+            if at > s.now() {
+                self.timer = Some(s.timer_after(at - s.now(), timer));
+                return false;
+            }
+        }
         std::mem::take(&mut self.unsignalled) > 0
     }
 

@@ -102,6 +102,14 @@ pub struct Moderation {
     /// Static: or as soon as this many completions are waiting (0: no count threshold).
     #[serde(default)]
     pub frames: u32,
+    /// Timer reset mode ("CQE mode": ethtool's `use_cqe_mode_rx`, mlx5's
+    /// `rx_cqe_moder`): every completion restarts the time threshold, so the
+    /// timer fires when the queue goes idle and a busy queue signals at its
+    /// count threshold. Off: the time runs from the first unsignalled
+    /// completion (Documentation/networking/ethtool-netlink.rst, "Timer reset
+    /// mode"). With DIM it also selects DIM's CQE profiles (lib/dim/net_dim.c).
+    #[serde(default)]
+    pub cqe_mode: bool,
     /// Whether GSIM may moderate this queue's vector (when `[gsim]` is present).
     #[serde(default = "yes")]
     pub gsim: bool,
@@ -110,7 +118,7 @@ pub struct Moderation {
 // By hand: a derived Default would say gsim = false for queues without a moderation table.
 impl Default for Moderation {
     fn default() -> Self {
-        Moderation { kind: ModerationKind::None, usecs: Time(0), frames: 0, gsim: true }
+        Moderation { kind: ModerationKind::None, usecs: Time(0), frames: 0, cqe_mode: false, gsim: true }
     }
 }
 
@@ -153,6 +161,9 @@ impl Moderation {
         }
         if m.kind != ModerationKind::Static && (m.usecs.ps() > 0 || m.frames > 0) {
             return err(format!("{p}.moderation"), "usecs and frames apply only to kind = \"static\"");
+        }
+        if m.cqe_mode && !matches!(m.kind, ModerationKind::Static | ModerationKind::Dim) {
+            return err(format!("{p}.moderation.cqe_mode"), "applies only to kind = \"static\" or \"dim\"");
         }
         Ok(())
     }

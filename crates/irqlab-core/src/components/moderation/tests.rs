@@ -319,3 +319,63 @@ fn gsim_moderates_remapped_vf_interrupts_and_warns_when_all_are_posted() {
     let bad = crate::scenario::load(VF, "x", &["nic.0.vf_irqs=remapped".into(), "nic.0.host_cpus=[2]".into()]).unwrap_err();
     assert!(bad.0.contains("nic[0].host_cpus[0]"), "{}", bad.0);
 }
+
+/// A queue's moderation alone, driven by scripted completions (`Fire`) and its
+/// own timer (`Done`); it records when the queue signals.
+struct Scripted {
+    q: super::QueueMod,
+    signals: Vec<crate::engine::Ps>,
+}
+
+impl crate::engine::Model for Scripted {
+    type Event = crate::platform::machine::Ev;
+    fn handle(&mut self, s: &mut crate::engine::Scheduler<Self::Event>, ev: Self::Event) {
+        use crate::platform::machine::Ev;
+        let fired = match ev {
+            Ev::Fire(_) => {
+                self.q.add(s.now(), 1);
+                self.q.signal_now(s, Ev::Done(0))
+            }
+            Ev::Done(_) => self.q.expired(s, Ev::Done(0)),
+            _ => false,
+        };
+        if fired {
+            self.signals.push(s.now() / crate::engine::time::PS_PER_US);
+        }
+    }
+}
+
+fn signals_at(cqe_mode: bool, frames: u32, completions_us: &[u64]) -> Vec<u64> {
+    use crate::components::moderation::params::{Moderation, ModerationKind};
+    use crate::engine::time::PS_PER_US;
+    let m = Moderation { kind: ModerationKind::Static, usecs: crate::scenario::units::Time(3 * PS_PER_US), frames, cqe_mode, gsim: true };
+    let mut model = Scripted { q: super::QueueMod::new(&m), signals: vec![] };
+    let mut s = crate::engine::Scheduler::new();
+    for &t in completions_us {
+        s.at(t * PS_PER_US, crate::platform::machine::Ev::Fire(0));
+    }
+    s.run_until(&mut model, 100 * PS_PER_US);
+    model.signals
+}
+
+/// ethtool's timer reset ("CQE") mode: every completion restarts the time
+/// threshold, so a steady queue signals only when it goes idle or reaches its
+/// count; by default the time runs from the first unsignalled completion.
+#[test]
+fn in_timer_reset_mode_each_completion_restarts_the_time_threshold() {
+    let burst = [0, 2, 4];
+    assert_eq!(signals_at(false, 0, &burst), vec![3, 7], "from the first completion");
+    assert_eq!(signals_at(true, 0, &burst), vec![7], "3 us after the last one");
+    assert_eq!(signals_at(true, 2, &burst), vec![2, 7], "the count threshold still fires");
+    // A queue that never pauses for 3 us signals only at its count.
+    let steady: Vec<u64> = (0..20).map(|i| 2 * i).collect();
+    assert_eq!(signals_at(true, 8, &steady), vec![14, 30, 41]);
+}
+
+#[test]
+fn nvme_has_no_timer_reset_mode() {
+    let e = load(NVME, "n.toml", &["nvme.0.moderation={kind=\"static\",usecs=\"100us\",cqe_mode=true}".into()]).unwrap_err().0;
+    assert!(e.contains("nvme[0].moderation.cqe_mode") && e.contains("expected false"), "{e}");
+    let e = load(NVME, "n.toml", &["nvme.0.moderation={kind=\"none\",cqe_mode=true}".into()]).unwrap_err().0;
+    assert!(e.contains("moderation.cqe_mode"), "{e}");
+}

@@ -391,7 +391,7 @@ fn cq_timer<P: Has<Nvme>>(m: &mut Machine<P>, s: &mut Scheduler<Ev>, q: u32) {
     let cq = &mut m.parts.get().cqs[q as usize];
     if cq.is {
         cq.modq.timer = None; // the doorbell will signal what waits
-    } else if cq.modq.expired() {
+    } else if cq.modq.expired(s, P::ev(NvmeEv::CqTimer, q)) {
         cq.is = true;
         let src = cq.src;
         m.send_msi(s, src);

@@ -148,6 +148,10 @@ pub fn check(list: &[Nvme], ctx: &Ctx, names: &mut HashSet<String>) -> Check {
                 "NVMe queues take \"none\", \"static\" (aggregation time and threshold) or \"polling\" (poll queues)",
             );
         }
+        if n.moderation.cqe_mode {
+            // NVMe feature 08h: the aggregation time runs from the first entry.
+            return err(format!("{p}.moderation.cqe_mode"), "NVMe aggregation has no timer reset mode: expected false");
+        }
         n.moderation.check(&p)?;
     }
     Ok(())
