@@ -178,7 +178,11 @@ impl<P: Parts> Machine<P> {
             Work::Switch { .. } => ("sched", "context switch".into(), None),
             Work::Irq { src, phase } => match phase {
                 I::Entry => ("hardirq", "irq entry".into(), None),
-                I::Handler => ("hardirq", self.srcs[src as usize].handler_name.clone(), Some(f.flow)),
+                I::Handler => {
+                    let s = &self.srcs[src as usize];
+                    let name = s.handler_name.clone().unwrap_or_else(|| format!("{} handler", s.name));
+                    ("hardirq", name, Some(f.flow))
+                }
                 I::Exit => ("hardirq", "irq exit".into(), None),
             },
             Work::Softirq => ("softirq", "softirq".into(), None),

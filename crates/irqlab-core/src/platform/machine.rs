@@ -4,7 +4,7 @@
 //! behaviour lives in `platform/` and `os/` as `impl Machine` blocks, the
 //! components' in `components/`, reached through the hooks of `parts`.
 
-use crate::engine::rng::stream;
+use crate::engine::rng::stream_of;
 use crate::engine::stats::Report;
 use crate::engine::stats::{Latency, Series};
 use crate::engine::time::{Ps, NEVER};
@@ -245,7 +245,7 @@ impl<P: Parts> Machine<P> {
                 let (cpu, vm, _) = pcpu(&s.vm, s.cpus[i as usize % s.cpus.len()]);
                 let prio = if s.nmi { Prio::Nmi } else { Prio::Normal };
                 let mut src = Source::new(name.clone(), g as u32, cpu, s.handler.ps(), prio, irq_entry, irq_exit, 0);
-                src.rng = stream(seed, &format!("source/{name}"));
+                src.rng = stream_of(seed, &["source/", &name]);
                 src.mean_gap_s = if s.rate.0 > 0.0 { 1.0 / s.rate.0 } else { f64::INFINITY };
                 src.periodic = s.arrival == Arrival::Periodic;
                 src.stop = s.stop.map(|t| t.ps()).unwrap_or(NEVER);

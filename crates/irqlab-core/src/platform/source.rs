@@ -112,7 +112,9 @@ pub struct Source {
     pub vevents: u32,
     pub track: TrackId,
     pub name: String,
-    pub handler_name: String,
+    /// The handler's slice name in the trace when it is not "NAME handler"
+    /// (built only when a trace asks: most sources never need it).
+    pub handler_name: Option<String>,
 }
 
 impl Source {
@@ -151,7 +153,7 @@ impl Source {
     pub fn new(name: String, group: u32, cpu: u32, handler: Ps, prio: Prio, entry: Ps, exit: Ps, latency: Ps) -> Source {
         Source {
             rng: crate::engine::rng::stream(0, &name),
-            handler_name: format!("{name} handler"),
+            handler_name: None,
             name,
             group,
             mean_gap_s: f64::INFINITY,

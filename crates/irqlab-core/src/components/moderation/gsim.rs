@@ -241,7 +241,7 @@ impl Component for GlobalModeration {
         let (entry, exit) = (m.irq_entry, m.irq_exit);
         for c in 0..m.cpus.len() as u32 {
             let i = m.add_source(format!("gsim.cpu{c}"), group, c, 0, Prio::Normal, entry, exit, 0, P::ID, c);
-            m.srcs[i as usize].handler_name = "hrtimer_interrupt (gsim)".into();
+            m.srcs[i as usize].handler_name = Some("hrtimer_interrupt (gsim)".into());
             gs.timer_src.push(i);
         }
         gs.hrtimer = g.hrtimer.ps();

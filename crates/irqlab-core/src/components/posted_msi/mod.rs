@@ -89,7 +89,7 @@ impl Component for PostedMsi {
         let (entry, exit) = (m.irq_entry, m.irq_exit);
         for c in 0..m.cpus.len() as u32 {
             let i = m.add_source(format!("posted_msi.cpu{c}"), group, c, 0, Prio::Normal, entry, exit, 0, P::ID, c);
-            m.srcs[i as usize].handler_name = "sysvec_posted_msi_notification".into();
+            m.srcs[i as usize].handler_name = Some("sysvec_posted_msi_notification".into());
             m.srcs[i as usize].continues = true;
             me.notify_src.push(i);
         }
