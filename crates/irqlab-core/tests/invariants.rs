@@ -264,7 +264,7 @@ struct Devices {
     nic: Option<(u32, u32, u32, u32, u32, u32)>, // (queues, gbps, moderation 0..4, VM 0..4: no, exits, remapped, posted, ring, per-packet ns)
     gsim: (u32, u32),                            // (delay us, 0 = off; target k/s)
     posted: bool,                                // Intel posted MSI for the host's vectors
-    nic_flow: (bool, bool),                      // the NIC's fewest posted credits; its smallest buffer
+    nic_flow: (bool, bool, bool),                // the NIC's fewest posted credits; its smallest buffer; timer reset mode
 }
 
 fn devices() -> impl Strategy<Value = Devices> {
@@ -276,7 +276,7 @@ fn devices() -> impl Strategy<Value = Devices> {
         proptest::option::of((1u32..4, 1u32..25, 0u32..4, 0u32..4, 4u32..256, 50u32..2000)),
         (0u32..150, 0u32..500),
         any::<bool>(),
-        (any::<bool>(), any::<bool>()),
+        (any::<bool>(), any::<bool>(), any::<bool>()),
     )
         .prop_filter("some device", |(_, _, _, nvme, nic, _, _, _)| nvme.is_some() || nic.is_some())
         .prop_map(|(cpus, sockets, dma, nvme, nic, gsim, posted, nic_flow)| Devices {
@@ -324,8 +324,8 @@ fn device_scenario(d: &Devices) -> String {
     if let Some((queues, gbps, moderation, in_vm, ring, per_packet)) = d.nic {
         let m = ["kind = \"none\"", "kind = \"static\"\nusecs = \"10us\"\nframes = 16", "kind = \"dim\"", "kind = \"polling\""]
             [moderation as usize];
-        // Timer reset ("CQE") mode where it applies, with the smallest buffer.
-        let m = if d.nic_flow.1 && (moderation == 1 || moderation == 2) { format!("{m}\ncqe_mode = true") } else { m.to_string() };
+        // Timer reset ("CQE") mode where it applies.
+        let m = if d.nic_flow.2 && (moderation == 1 || moderation == 2) { format!("{m}\ncqe_mode = true") } else { m.to_string() };
         // In a VM: its VF's interrupts by exits, remapped through host CPU 0, or posted.
         let place = match in_vm {
             0 => format!("cpus = [{}]", host.join(", ")),

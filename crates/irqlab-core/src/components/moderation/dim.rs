@@ -52,8 +52,8 @@ enum Cmp {
 
 pub struct Dim {
     pub profile_ix: usize,
-    /// The profile table: EQE, or CQE in timer reset mode.
-    pub profiles: &'static [(u64, u32); 5],
+    /// The profile table: EQE, or CQE in timer reset mode (`Dim::new`).
+    profiles: &'static [(u64, u32); 5],
     pub tune: Tune,
     steps_left: u32,
     steps_right: u32,
@@ -108,6 +108,13 @@ impl Default for Dim {
 }
 
 impl Dim {
+    /// DIM at its default profile, over the CQE profiles in timer reset mode
+    /// (`net_dim_get_def_rx_moderation(cq_period_mode)`), else the EQE ones.
+    pub fn new(cqe_mode: bool) -> Self {
+        let profiles = if cqe_mode { &RX_CQE_PROFILES } else { &RX_EQE_PROFILES };
+        Dim { profiles, ..Dim::default() }
+    }
+
     /// The current moderation: (time, packets).
     pub fn profile(&self) -> (Ps, u32) {
         let (us, pkts) = self.profiles[self.profile_ix];

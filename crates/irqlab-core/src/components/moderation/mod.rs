@@ -17,13 +17,15 @@ pub use gsim::GlobalModeration;
 /// A device queue's moderation state: when its pending work may raise an interrupt.
 pub struct QueueMod {
     pub kind: ModerationKind,
-    /// Timer reset mode: `first` follows the latest completion (see `Moderation::cqe_mode`).
+    /// Timer reset mode (see `Moderation::cqe_mode`).
     pub cqe_mode: bool,
-    /// Completions not signalled yet, when the first of them came, and the armed time threshold.
+    /// Completions not signalled yet, and the armed time threshold.
     pub unsignalled: u32,
+    /// Where the time threshold counts from: the first unsignalled completion,
+    /// or in timer reset mode the latest one.
     pub first: Ps,
     pub timer: Option<TimerHandle>,
-    /// Current thresholds: time since the first unsignalled completion, and count.
+    /// Current thresholds: time (counted from `first`) and count.
     pub usecs: Ps,
     pub frames: u32,
     pub dim: Option<dim::Dim>,
@@ -49,10 +51,7 @@ impl QueueMod {
             bytes: 0,
         };
         if m.kind == ModerationKind::Dim {
-            let mut d = dim::Dim::default();
-            if m.cqe_mode {
-                d.profiles = &dim::RX_CQE_PROFILES;
-            }
+            let d = dim::Dim::new(m.cqe_mode);
             (q.usecs, q.frames) = d.profile();
             q.dim = Some(d);
         }
@@ -108,7 +107,7 @@ impl QueueMod {
         std::mem::take(&mut self.unsignalled) > 0
     }
 
-    /// With `waiting` completions unsignalled since `first`: fire now, or at which time.
+    /// With `waiting` completions unsignalled, the time counted from `first`: fire now, or at which time.
     #[inline]
     pub fn due(&self, waiting: u32, first: Ps) -> Option<Ps> {
         match self.kind {

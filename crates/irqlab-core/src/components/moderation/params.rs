@@ -108,6 +108,8 @@ pub struct Moderation {
     /// count threshold. Off: the time runs from the first unsignalled
     /// completion (Documentation/networking/ethtool-netlink.rst, "Timer reset
     /// mode"). With DIM it also selects DIM's CQE profiles (lib/dim/net_dim.c).
+    /// Static with `frames = 0` then signals a busy queue only when it pauses
+    /// for `usecs` (or its ring fills): as ethtool documents, not a bug.
     #[serde(default)]
     pub cqe_mode: bool,
     /// Whether GSIM may moderate this queue's vector (when `[gsim]` is present).
@@ -163,7 +165,11 @@ impl Moderation {
             return err(format!("{p}.moderation"), "usecs and frames apply only to kind = \"static\"");
         }
         if m.cqe_mode && !matches!(m.kind, ModerationKind::Static | ModerationKind::Dim) {
-            return err(format!("{p}.moderation.cqe_mode"), "applies only to kind = \"static\" or \"dim\"");
+            let kind = format!("{:?}", m.kind).to_lowercase();
+            return err(
+                format!("{p}.moderation.cqe_mode"),
+                format!("with kind = \"{kind}\": expected kind = \"static\" or \"dim\" (it has no timer to reset)"),
+            );
         }
         Ok(())
     }

@@ -379,3 +379,18 @@ fn nvme_has_no_timer_reset_mode() {
     let e = load(NVME, "n.toml", &["nvme.0.moderation={kind=\"none\",cqe_mode=true}".into()]).unwrap_err().0;
     assert!(e.contains("moderation.cqe_mode"), "{e}");
 }
+
+/// DIM starts at its default profile of the table its mode selects:
+/// 8 us x 256 (EQE) or 8 us x 128 (CQE, `NET_DIM_RX_CQE_PROFILES[1]`).
+#[test]
+fn dim_in_timer_reset_mode_starts_at_the_cqe_default_profile() {
+    use crate::components::moderation::params::{Moderation, ModerationKind};
+    use crate::engine::time::PS_PER_US;
+    let dim = |cqe_mode| {
+        let m = Moderation { kind: ModerationKind::Dim, cqe_mode, ..Moderation::default() };
+        let q = super::QueueMod::new(&m);
+        (q.usecs / PS_PER_US, q.frames)
+    };
+    assert_eq!(dim(false), (8, 256));
+    assert_eq!(dim(true), (8, 128));
+}
