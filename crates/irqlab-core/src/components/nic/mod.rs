@@ -54,8 +54,6 @@ pub struct RxQueue {
     /// The physical NIC (`NicDevice`) whose link and buffer it uses.
     pub dev: u32,
     pub socket: u32,
-    /// Its device's PCIe link (every queue of the device's functions shares it).
-    pub link: u32,
     pub src: u32,
     /// Its NAPI context (`Machine::napi_register`).
     pub napi: u32,
@@ -203,7 +201,6 @@ impl Component for Nic {
                     group: g as u32,
                     dev,
                     socket: n.socket,
-                    link,
                     src,
                     napi,
                     rng: stream(seed, &format!("nic/{}.rx{q}", n.name)),
@@ -457,7 +454,7 @@ fn write_up<P: Has<Nic>>(m: &mut Machine<P>, s: &mut Scheduler<Ev>, q: u32, arri
     }
     let cost = m.dma_write + bytes as Ps * grp.dma_per_kib / 1024;
     rx.landing.push_back((arrived, bytes));
-    let (sk, link) = (rx.socket, rx.link);
+    let (sk, link) = (rx.socket, me.devices[rx.dev as usize].link);
     m.dma(s, DmaFor { owner: P::ID, arg: q }, cost, sk, link);
     true
 }
