@@ -31,13 +31,13 @@ fn hold_on<Q: EventQueue<u32> + Default>(b: &mut criterion::Bencher, size: usize
     )
 }
 
-/// The binary heap against the radix heap at 64, 4,096 and 1 M pending events:
+/// The binary heap against the radix heap at 64, 4,096, 65,536 and 1 M pending events:
 /// the radix heap's cost per event should stay flat where the heap's grows.
 fn hold(c: &mut Criterion) {
     let mut g = c.benchmark_group("hold");
     g.throughput(Throughput::Elements(OPS));
     g.sample_size(10);
-    for size in [64usize, 4096, 1 << 20] {
+    for size in [64usize, 4096, 65536, 1 << 20] {
         g.bench_function(format!("heap_{size}"), |b| hold_on::<HeapQueue<u32>>(b, size));
         g.bench_function(format!("radix_{size}"), |b| hold_on::<RadixQueue<u32>>(b, size));
     }

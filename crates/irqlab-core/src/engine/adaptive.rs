@@ -1,10 +1,12 @@
 //! The scheduler's pending-event set: the binary heap while few events are
 //! pending, the radix heap when many are.
 //!
-//! Measured with the hold bench (`cargo bench -p irqlab-core -- hold`, this
-//! 2-core machine): at 64 pending the binary heap pops about 10 % faster than
-//! the radix heap, whose pops spread a bucket each time; at 4,096 the radix
-//! heap is ahead, and at 10^6 it is 7 times faster. So the set starts as a heap
+//! Measured on the machine (`bench::scale_scenario` at 4 to 32 CPUs, 32
+//! pending arrivals per CPU, this 2-core machine): at 128 pending the binary
+//! heap is a few per cent ahead of the radix heap, at 256 they are even, and
+//! from 512 on the radix heap is ahead (10 % at 1,024); in the hold bench
+//! (`cargo bench -p irqlab-core -- hold`) it is 4 times the binary heap at
+//! 10^6. So the set starts as a heap
 //! and moves its events to the radix heap past `GROW` pending, and back under
 //! `SHRINK`; the gap between the two keeps a count that hovers from moving
 //! them back and forth. Both hand events out in the same `(time, insertion)`
@@ -16,9 +18,9 @@ use super::radix::RadixQueue;
 use super::time::Ps;
 
 /// Pending events past which the radix heap takes over.
-const GROW: usize = 1024;
+const GROW: usize = 384;
 /// Pending events under which the binary heap takes back.
-const SHRINK: usize = 256;
+const SHRINK: usize = 128;
 
 pub struct EventSet<E> {
     heap: HeapQueue<E>,
