@@ -64,8 +64,16 @@ impl<E> Ord for Entry<E> {
 /// Binary heap keyed by `(time, seq)` plus a FIFO for events scheduled at the
 /// current instant, which are common (a handler that triggers the next step at
 /// once) and need no heap work.
+///
+/// A pop hands out a copy of the top and leaves it in place (`spent_top`):
+/// most handlers push an event next (a source its next arrival, a CPU its
+/// next phase end), and that push overwrites the spent top and sifts it down
+/// once, where a pop and a push would sift twice. The next pop or look at the
+/// heap removes a spent top that nothing overwrote. Keys are unique, so the
+/// pop order is the same either way.
 pub struct HeapQueue<E> {
     heap: BinaryHeap<Entry<E>>,
+    spent_top: bool,
     now_fifo: VecDeque<E>,
     fifo_at: Ps,
     seq: u64,
@@ -73,14 +81,24 @@ pub struct HeapQueue<E> {
 
 impl<E> Default for HeapQueue<E> {
     fn default() -> Self {
-        Self { heap: BinaryHeap::with_capacity(1024), now_fifo: VecDeque::with_capacity(64), fifo_at: 0, seq: 0 }
+        Self { heap: BinaryHeap::with_capacity(1024), spent_top: false, now_fifo: VecDeque::with_capacity(64), fifo_at: 0, seq: 0 }
     }
 }
 
 impl<E> HeapQueue<E> {
+    /// Removes a top that was handed out and not overwritten.
+    #[inline(always)]
+    fn settle(&mut self) {
+        if self.spent_top {
+            self.spent_top = false;
+            self.heap.pop();
+        }
+    }
+
     /// Empties the queue into a vector in pop order. (Without `pop`: another
     /// caller of `BinaryHeap::pop` keeps LLVM from inlining it in the run loop.)
     pub(crate) fn drain_in_order(&mut self) -> Vec<(Ps, E)> {
+        self.settle();
         // Ord is reversed (earliest is greatest), so the ascending sort is latest first.
         let mut out: Vec<(Ps, E)> = std::mem::take(&mut self.heap).into_sorted_vec().into_iter().rev().map(|e| (e.at(), e.ev)).collect();
         let at = self.fifo_at;
@@ -92,12 +110,24 @@ impl<E> HeapQueue<E> {
     /// current instant: for moving events in from another queue in their order.
     pub(crate) fn push_keyed(&mut self, at: Ps, ev: E) {
         debug_assert!(self.now_fifo.is_empty(), "push_keyed is for an emptied queue");
+        self.settle();
         self.seq += 1;
         self.heap.push(Entry { key: ((at as u128) << 64) | self.seq as u128, ev });
     }
 }
 
-impl<E> EventQueue<E> for HeapQueue<E> {
+impl<E: Copy> HeapQueue<E> {
+    /// Hands out the top, leaving it in place for the next push to overwrite.
+    #[inline(always)]
+    fn take_top(&mut self) -> Option<(Ps, E)> {
+        let top = self.heap.peek()?;
+        let out = (top.at(), top.ev);
+        self.spent_top = true;
+        Some(out)
+    }
+}
+
+impl<E: Copy> EventQueue<E> for HeapQueue<E> {
     #[inline]
     fn push(&mut self, now: Ps, at: Ps, ev: E) {
         if at == now && (self.now_fifo.is_empty() || self.fifo_at == now) {
@@ -105,12 +135,20 @@ impl<E> EventQueue<E> for HeapQueue<E> {
             self.now_fifo.push_back(ev);
         } else {
             self.seq += 1;
-            self.heap.push(Entry { key: ((at as u128) << 64) | self.seq as u128, ev });
+            let e = Entry { key: ((at as u128) << 64) | self.seq as u128, ev };
+            if self.spent_top {
+                self.spent_top = false;
+                // Dropping the guard sifts the new entry down from the top.
+                *self.heap.peek_mut().expect("a spent top is in the heap") = e;
+            } else {
+                self.heap.push(e);
+            }
         }
     }
 
     #[inline]
     fn pop(&mut self) -> Option<(Ps, E)> {
+        self.settle();
         // Heap entries at the FIFO's instant were pushed before it filled (while
         // time was still earlier), so they keep their place ahead of it.
         if !self.now_fifo.is_empty() {
@@ -119,11 +157,12 @@ impl<E> EventQueue<E> for HeapQueue<E> {
                 _ => return self.now_fifo.pop_front().map(|e| (self.fifo_at, e)),
             }
         }
-        self.heap.pop().map(|e| (e.at(), e.ev))
+        self.take_top()
     }
 
     #[inline]
     fn pop_until(&mut self, until: Ps) -> Option<(Ps, E)> {
+        self.settle();
         if !self.now_fifo.is_empty() {
             match self.heap.peek() {
                 Some(top) if top.at() <= self.fifo_at => {}
@@ -132,13 +171,17 @@ impl<E> EventQueue<E> for HeapQueue<E> {
             }
         }
         match self.heap.peek() {
-            Some(top) if top.at() <= until => self.heap.pop().map(|e| (e.at(), e.ev)),
+            Some(top) if top.at() <= until => self.take_top(),
             _ => None,
         }
     }
 
     fn peek_time(&self) -> Option<Ps> {
-        let h = self.heap.peek().map(|e| e.at());
+        // Under a spent top, the earliest of the rest (a scan: only tests ask).
+        let h = match self.spent_top {
+            false => self.heap.peek().map(|e| e.at()),
+            true => self.heap.iter().filter(|e| !std::ptr::eq(*e, self.heap.peek().unwrap())).map(|e| e.at()).min(),
+        };
         match (h, self.now_fifo.is_empty()) {
             (Some(h), false) => Some(h.min(self.fifo_at)),
             (None, false) => Some(self.fifo_at),
@@ -147,7 +190,7 @@ impl<E> EventQueue<E> for HeapQueue<E> {
     }
 
     fn len(&self) -> usize {
-        self.heap.len() + self.now_fifo.len()
+        self.heap.len() - self.spent_top as usize + self.now_fifo.len()
     }
 }
 
