@@ -68,9 +68,10 @@ impl<E> Ord for Entry<E> {
 /// A pop hands out a copy of the top and leaves it in place (`spent_top`):
 /// most handlers push an event next (a source its next arrival, a CPU its
 /// next phase end), and that push overwrites the spent top and sifts it down
-/// once, where a pop and a push would sift twice. The next pop or look at the
-/// heap removes a spent top that nothing overwrote. Keys are unique, so the
-/// pop order is the same either way.
+/// once, where a pop and a push would sift twice. The next pop, or a move of
+/// the events out, removes a spent top that nothing overwrote (`settle`);
+/// `len` and `peek_time` leave it out. Keys are unique, so the pop order is
+/// the same either way.
 pub struct HeapQueue<E> {
     heap: BinaryHeap<Entry<E>>,
     spent_top: bool,
@@ -81,11 +82,16 @@ pub struct HeapQueue<E> {
 
 impl<E> Default for HeapQueue<E> {
     fn default() -> Self {
-        Self { heap: BinaryHeap::with_capacity(1024), spent_top: false, now_fifo: VecDeque::with_capacity(64), fifo_at: 0, seq: 0 }
+        Self::with_capacity(1024)
     }
 }
 
 impl<E> HeapQueue<E> {
+    /// A queue with room for `n` events before the heap reallocates.
+    pub fn with_capacity(n: usize) -> Self {
+        Self { heap: BinaryHeap::with_capacity(n), spent_top: false, now_fifo: VecDeque::with_capacity(64), fifo_at: 0, seq: 0 }
+    }
+
     /// Removes a top that was handed out and not overwritten.
     #[inline(always)]
     fn settle(&mut self) {

@@ -4,8 +4,8 @@
 //! Why it works here: a discrete-event run is monotone, every time pushed is at
 //! or after the last time popped (`last`). A radix heap files each event by
 //! where its time first differs from `last`. Here that is a 6-bit digit: the
-//! bucket is (the digit's position, the event's digit there), 11 positions of
-//! 64 digits. Every event in a lower bucket is earlier than every event in a
+//! bucket is (the digit's position, the event's digit there), 10 positions of
+//! 64 digits and a top one of 16 (bits 60 to 63). Every event in a lower bucket is earlier than every event in a
 //! higher one, so the lowest non-empty bucket holds the minimum. Pushing is an
 //! append to a bucket. When no event is left at `last`, popping finds the
 //! minimum of the lowest non-empty bucket, makes it `last`, and spreads that
@@ -311,8 +311,9 @@ mod tests {
     }
 
     proptest! {
-        /// Times anywhere in the 64-bit range, up to `Ps::MAX`: every digit
-        /// position, the top one (4 bits wide) included, keeps the order.
+        /// Times anywhere in the 64-bit range (up to `Ps::MAX` once the clock
+        /// has moved): every digit position, the top one (4 bits wide)
+        /// included, keeps the order.
         #[test]
         fn the_whole_time_range_keeps_the_order(ops in proptest::collection::vec((0u8..3, any::<u64>(), 0u32..64), 1..300)) {
             let mut radix = RadixQueue::default();

@@ -234,8 +234,9 @@ impl<P: Parts> Machine<P> {
         };
         let irq_entry = sc.cpu.irq_entry.ps() + pmr.irq_entry;
         let irq_exit = sc.cpu.irq_exit.ps() + pmr.exit;
-        // Sized up front: 65,536 sources of 4 cache lines each, grown by
-        // doubling, spent a tenth of a 2,048-CPU run copying and faulting in pages.
+        // Sized up front for the scenario's sources: 65,536 of 5 cache lines
+        // each, grown by doubling, spent a tenth of a 2,048-CPU run copying and
+        // faulting in pages. (Components add theirs later: one more growth.)
         let mut srcs = Vec::with_capacity(sc.sources.iter().map(|s| s.count as usize).sum());
         let src_groups: Vec<String> = sc.sources.iter().map(|s| s.name.clone()).collect();
         let mut msi_tracks = Vec::new();
