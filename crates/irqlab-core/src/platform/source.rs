@@ -27,6 +27,8 @@ pub const NOT_POSTED: u32 = u32::MAX;
 #[repr(C, align(64))]
 pub struct Source {
     // Line 1: the next arrival and the pending bit.
+    /// The arrival stream of a scenario source (`Machine::new` seeds it from
+    /// the run's seed and the source's name). Other sources draw nothing.
     pub rng: Rng,
     /// Mean gap between arrivals in seconds (`f64::INFINITY` for a silent source).
     pub mean_gap_s: f64,
@@ -152,7 +154,9 @@ impl Source {
     #[allow(clippy::too_many_arguments)]
     pub fn new(name: String, group: u32, cpu: u32, handler: Ps, prio: Prio, entry: Ps, exit: Ps, latency: Ps) -> Source {
         Source {
-            rng: crate::engine::rng::stream(0, &name),
+            // Not seeded from the name: only a scenario source draws, and the
+            // machine gives it its stream (hashing 65,536 names here cost 2 ms).
+            rng: rand::SeedableRng::seed_from_u64(0),
             handler_name: None,
             name,
             group,
