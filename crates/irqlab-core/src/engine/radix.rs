@@ -136,9 +136,15 @@ impl<E> RadixQueue<E> {
     /// earliest inserted.
     #[inline]
     fn find_min(&mut self) -> Option<(Ps, u32, u32)> {
-        if self.min.is_some() {
-            return self.min;
+        if self.min.is_none() {
+            self.min = self.scan_min();
         }
+        self.min
+    }
+
+    /// `find_min` without the cache.
+    #[inline]
+    fn scan_min(&self) -> Option<(Ps, u32, u32)> {
         let b = self.lowest()?;
         let v = &self.buckets[b];
         let (mut best, mut at) = (0, v[0].0);
@@ -148,8 +154,7 @@ impl<E> RadixQueue<E> {
                 at = e.0;
             }
         }
-        self.min = Some((at, b as u32, best as u32));
-        self.min
+        Some((at, b as u32, best as u32))
     }
 
     /// Makes `at`, the earliest time of bucket `b`, the new `last`: spreads
@@ -246,10 +251,7 @@ impl<E: Copy> EventQueue<E> for RadixQueue<E> {
         if self.at_last_len() > 0 {
             return Some(self.last);
         }
-        match self.min {
-            Some((at, _, _)) => Some(at),
-            None => self.lowest().and_then(|b| self.buckets[b].iter().map(|e| e.0).min()),
-        }
+        self.min.or_else(|| self.scan_min()).map(|m| m.0)
     }
 
     fn len(&self) -> usize {
