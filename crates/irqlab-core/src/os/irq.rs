@@ -22,7 +22,7 @@ impl<P: Parts> Machine<P> {
         src.pending = false;
         let (origin, flow, events) = (src.raised, src.flow, src.events);
         src.events = 0;
-        if src.vm.is_some() {
+        if src.vm != crate::platform::source::NO_VM {
             self.take_for_guest(s, c, i, origin, flow, events);
             return;
         }
@@ -76,7 +76,7 @@ impl<P: Parts> Machine<P> {
         }
         self.cpus[c].irqs += 1;
         let src = &mut self.srcs[i as usize];
-        src.handled += 1;
+        self.src_handled[src.group as usize] += 1;
         if !src.special {
             return src.handler;
         }

@@ -165,6 +165,8 @@ pub struct Machine<P> {
     pub cpus: Vec<Cpu>,
     pub srcs: Vec<Source>,
     pub src_groups: Vec<String>,
+    /// Interrupts handled per source group since the last stats reset.
+    pub src_handled: Vec<u64>,
     pub tasks: Vec<TaskState>,
     pub task_groups: Vec<String>,
     pub fabric: Fabric,
@@ -252,7 +254,7 @@ impl<P: Parts> Machine<P> {
                 src.mean_gap_s = if s.rate.0 > 0.0 { 1.0 / s.rate.0 } else { f64::INFINITY };
                 src.periodic = s.arrival == Arrival::Periodic;
                 src.stop = s.stop.map(|t| t.ps()).unwrap_or(NEVER);
-                src.vm = vm;
+                src.vm = vm.unwrap_or(crate::platform::source::NO_VM);
                 src.softirq = s.softirq.ps();
                 src.special = false;
                 src.msi = !s.nmi;
@@ -307,6 +309,7 @@ impl<P: Parts> Machine<P> {
             },
             cpus,
             srcs,
+            src_handled: vec![0; src_groups.len()],
             src_groups,
             tasks,
             task_groups: sc.tasks.iter().map(|t| t.name.clone()).collect(),
@@ -381,6 +384,7 @@ impl<P: Parts> Machine<P> {
     pub fn add_group(&mut self, name: &str, track: &str) -> u32 {
         self.msi_tracks.push(self.tracer.track(track, None));
         self.src_groups.push(name.to_string());
+        self.src_handled.push(0);
         (self.src_groups.len() - 1) as u32
     }
 
@@ -498,9 +502,7 @@ impl<P: Parts> Machine<P> {
         for c in &mut self.cpus {
             c.reset_time(now);
         }
-        for s in &mut self.srcs {
-            s.handled = 0;
-        }
+        self.src_handled.fill(0);
         for t in &mut self.tasks {
             t.ops = 0;
         }
@@ -542,14 +544,14 @@ impl<P: Parts> Model for Machine<P> {
         }
     }
 
-    /// An arrival touches its source's first three lines (see `Source`); a
+    /// An arrival touches its source's first two lines (see `Source`); a
     /// phase end starts with its CPU's first two.
     #[inline]
     fn prefetch(&self, ev: &Ev) {
         match *ev {
             Ev::Fire(i) | Ev::Arrive(i) => {
                 if let Some(src) = self.srcs.get(i as usize) {
-                    crate::engine::prefetch_lines(src, 3);
+                    crate::engine::prefetch_lines(src, 2);
                 }
             }
             Ev::Done(c) => {

@@ -97,10 +97,7 @@ impl<P: Parts> Machine<P> {
         }
         r.metric("busy_share", 1.0 - class_sum[Class::Idle as usize] / ncpu);
 
-        let mut per_group = vec![0u64; self.src_groups.len()];
-        for s in &self.srcs {
-            per_group[s.group as usize] += s.handled;
-        }
+        let per_group = &self.src_handled;
         let mut table = Table::new(&["source", "interrupts", "interrupts_per_s"]);
         for (g, name) in self.src_groups.iter().enumerate() {
             r.metric(format!("source.{name}.interrupts_per_s"), per_group[g] as f64 / secs);
