@@ -17,10 +17,12 @@
 //! latency runs from its submission to its reaping by the kernel (the handler,
 //! or the poll pass), not to fio's own reaping in user space.
 //!
-//! I/Os are identical, so a disk keeps only their submission times. A channel
-//! takes a random queued command (dies serve out of order; FIFO service would
-//! keep every batch of resubmissions together, lap after lap), and the I/O a
-//! channel finishes is taken to be the oldest in service.
+//! An I/O is its submission time and its CQ. A channel takes a random queued
+//! command (dies serve out of order; FIFO service would keep every batch of
+//! resubmissions together, lap after lap), and the I/O a channel finishes is
+//! the one it took: its `DiskDone` names the slot it holds (`channel_ios`).
+//! (Until this was so, a finish completed the oldest I/O in service, which
+//! hid the service times' spread whenever several I/Os were in service.)
 
 pub mod params;
 #[cfg(test)]
@@ -42,7 +44,7 @@ use std::collections::VecDeque;
 
 crate::part_events! {
     pub enum NvmeEv {
-        /// A disk channel finished an I/O (the argument is the disk).
+        /// A disk channel finished an I/O (the argument is its slot in `Nvme::channel_ios`).
         DiskDone,
         /// A CQ's aggregation time expired (the argument is the CQ).
         CqTimer,
@@ -56,6 +58,12 @@ pub struct Nvme {
     pub disks: Vec<Disk>,
     pub cqs: Vec<Cq>,
     pub groups: Vec<NvmeGroup>,
+    /// The I/O each busy channel serves, wherever its disk: (disk, submitted,
+    /// cq). A channel's `DiskDone` names its slot, so the I/O that finishes is
+    /// the one whose service time ran out, whatever order they started in.
+    pub channel_ios: Vec<(u32, Ps, u32)>,
+    /// Slots of `channel_ios` free for the next I/O to start.
+    free_slots: Vec<u32>,
     /// Completions at the previous sample (the `iops` series is its difference).
     last_completed: u64,
 }
@@ -73,8 +81,8 @@ pub struct Disk {
     pub busy: u32,
     /// I/Os waiting for a channel: (submitted, cq). The time may lie ahead (a resubmission on its way).
     pub sq: VecDeque<(Ps, u32)>,
-    /// I/Os in service, oldest first.
-    pub in_service: VecDeque<(Ps, u32)>,
+    /// I/Os in service on its channels (each in a slot of `Nvme::channel_ios`).
+    pub in_service: u32,
     /// PCIe flow control: completions (data + CQE) the disk may have queued
     /// in the root complex at once; one that finds none left keeps its
     /// channel busy in `parked` until an earlier one lands.
@@ -200,7 +208,7 @@ impl Component for Nvme {
                     channels,
                     busy: 0,
                     sq: VecDeque::new(),
-                    in_service: VecDeque::new(),
+                    in_service: 0,
                     credits: n.dma_credits,
                     link,
                     dma_inflight: 0,
@@ -327,7 +335,7 @@ impl Component for Nvme {
     /// Every I/O the jobs own is somewhere: queued, in service, landing, posted or held back.
     fn audit<P: Has<Self>>(m: &mut Machine<P>) {
         let me = m.parts.get_ref();
-        m.audit.ios_found = me.disks.iter().map(|d| (d.sq.len() + d.in_service.len() + d.parked.len()) as u64).sum::<u64>()
+        m.audit.ios_found = me.disks.iter().map(|d| (d.sq.len() + d.in_service as usize + d.parked.len()) as u64).sum::<u64>()
             + me.cqs
                 .iter()
                 .map(|q| (q.landing.len() + q.posted.len() + q.backlog.len()) as u64 + q.submitting.iter().map(|&n| n as u64).sum::<u64>())
@@ -338,22 +346,37 @@ impl Component for Nvme {
 /// Starts queued I/Os on free channels; each finishes `service` after it may start.
 fn disk_kick<P: Has<Nvme>>(m: &mut Machine<P>, s: &mut Scheduler<Ev>, d: u32) {
     let now = s.now();
-    let disk = &mut m.parts.get().disks[d as usize];
+    let me = m.parts.get();
+    let disk = &mut me.disks[d as usize];
     while disk.busy < disk.channels && !disk.sq.is_empty() {
         // Flash dies serve queued commands out of order: take any one, not the oldest.
         let k = disk.rng.gen_range(0..disk.sq.len());
         let io = disk.sq.swap_remove_back(k).expect("k < len");
         let t = disk.service_time();
         disk.busy += 1;
-        disk.in_service.push_back(io);
-        s.at(now.max(io.0) + t, P::ev(NvmeEv::DiskDone, d));
+        disk.in_service += 1;
+        let slot = match me.free_slots.pop() {
+            Some(slot) => {
+                me.channel_ios[slot as usize] = (d, io.0, io.1);
+                slot
+            }
+            None => {
+                me.channel_ios.push((d, io.0, io.1));
+                (me.channel_ios.len() - 1) as u32
+            }
+        };
+        s.at(now.max(io.0) + t, P::ev(NvmeEv::DiskDone, slot));
     }
 }
 
 /// A channel finished an I/O: DMA its data and completion entry.
-fn disk_done<P: Has<Nvme>>(m: &mut Machine<P>, s: &mut Scheduler<Ev>, d: u32) {
-    let disk = &mut m.parts.get().disks[d as usize];
-    let io = disk.in_service.pop_front().expect("a DiskDone per I/O in service");
+fn disk_done<P: Has<Nvme>>(m: &mut Machine<P>, s: &mut Scheduler<Ev>, slot: u32) {
+    let me = m.parts.get();
+    let (d, submitted, cq) = me.channel_ios[slot as usize];
+    me.free_slots.push(slot);
+    let io = (submitted, cq);
+    let disk = &mut me.disks[d as usize];
+    disk.in_service -= 1;
     if disk.dma_inflight >= disk.credits {
         // The root complex has no room: the data stays in the device, holding its channel.
         disk.parked.push_back(io);

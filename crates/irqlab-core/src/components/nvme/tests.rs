@@ -46,6 +46,22 @@ fn queue_depth_one_latency_is_the_device_latency_plus_the_host_path() {
 }
 
 #[test]
+fn io_in_parallel_channels_each_take_their_own_service_time() {
+    // 16 jobs at iodepth 1 on a disk of 80 channels: nothing queues, so each
+    // I/O's latency is its own service time plus the host path, as for one
+    // job alone. (Completing the oldest I/O in service instead of the one whose
+    // time ran out squeezed the spread: its p99 was half of one job's.)
+    let one = go(DISK, &["duration=400ms"]);
+    let many = go(DISK, &["nvme.0.fio.jobs=16", "duration=100ms"]);
+    let (a, b) = (&one.report.histograms["nvme.ssd.latency"], &many.report.histograms["nvme.ssd.latency"]);
+    for (what, x, y) in [("p50", a.p50, b.p50), ("p99", a.p99, b.p99)] {
+        assert!((y / x - 1.0).abs() < 0.1, "{what}: one job {x} ns, 16 jobs {y} ns");
+    }
+    // Erlang-4 service (cv 0.5): the p99 is well above the median.
+    assert!(b.p99 > 1.8 * b.p50, "p50 {} ns, p99 {} ns", b.p50, b.p99);
+}
+
+#[test]
 fn latency_rises_with_load_up_to_the_iops_ceiling() {
     // No submission cost here: the device, not the CPUs, is the limit.
     let light = go(DISK, &["nvme.0.fio.iodepth=8", "nvme.0.submit=0ns"]);
