@@ -58,6 +58,22 @@ impl<P: Parts> Machine<P> {
         ran
     }
 
+    /// Handlers a callback ran back to back (`enable_and_run`, a posted-MSI
+    /// pass) loop as they would from their own interrupt: each one that
+    /// `continues` is asked for more work (`handler_continue`, e.g. `nvme_irq`
+    /// reaping what landed meanwhile); returns the total, 0 when all are through.
+    pub fn continue_runs(&mut self, s: &mut Scheduler<Ev>, c: usize, ran: &[u32]) -> Ps {
+        let mut more = 0;
+        for &i in ran {
+            let src = &self.srcs[i as usize];
+            if src.continues {
+                let owner = src.owner;
+                more += P::handler_continue(self, s, c, i, owner);
+            }
+        }
+        more
+    }
+
     /// The handler `enable_and_run` started is through: its owner's
     /// `handler_end`, then what its `irq_exit` would raise (softirq work, NAPI),
     /// which runs on the exit of the interrupt whose callback ran it.

@@ -242,6 +242,8 @@ impl Component for GlobalModeration {
         for c in 0..m.cpus.len() as u32 {
             let i = m.add_source(format!("gsim.cpu{c}"), group, c, 0, Prio::Normal, entry, exit, 0, P::ID, c);
             m.srcs[i as usize].handler_name = Some("hrtimer_interrupt (gsim)".into());
+            // The handlers its callback runs may loop (`handler_continue`).
+            m.srcs[i as usize].continues = true;
             gs.timer_src.push(i);
         }
         gs.hrtimer = g.hrtimer.ps();
@@ -267,6 +269,15 @@ impl Component for GlobalModeration {
     /// every listed source and run the pending ones' handlers here.
     fn handler_start<P: Has<Self>>(m: &mut Machine<P>, s: &mut Scheduler<Ev>, c: usize, _i: u32) -> Ps {
         callback(m, s, c)
+    }
+
+    /// The callback's handlers ran their length: those that loop run on.
+    fn handler_continue<P: Has<Self>>(m: &mut Machine<P>, s: &mut Scheduler<Ev>, c: usize, _i: u32) -> Ps {
+        let Some(g) = m.parts.get().gsim.as_mut() else { return 0 };
+        let ran = std::mem::take(&mut g.cpus[c].ran);
+        let more = m.continue_runs(s, c, &ran);
+        m.parts.get().gsim.as_mut().expect("gsim on").cpus[c].ran = ran;
+        more
     }
 
     #[inline]

@@ -243,10 +243,13 @@ fn gsim_hardirq_criterion_engages_when_completions_cost_more_cpu() {
     let light = go(NVME, &adaptive);
     assert!(light.report.metrics["hardirq_share"] < 0.7);
     assert_eq!(light.report.metrics["gsim.mod_ns"], 0.0, "under 70 % hardirq and under the rate target: no delay");
-    let plain = go(NVME, &["nvme.0.per_cqe=3us"]);
-    assert!(plain.report.metrics["hardirq_share"] > 0.7, "without GSIM, 3 us per completion puts the CPUs over 70 % hardirq");
+    // (Not much more: at 2 us or more per completion nvme_irq's loop finds a new
+    // entry every time it looks, since these submissions cost no CPU, so the
+    // handler, and GSIM's hook after it, do not end.)
+    let plain = go(NVME, &["nvme.0.per_cqe=1.5us"]);
+    assert!(plain.report.metrics["hardirq_share"] > 0.7, "without GSIM, 1.5 us per completion puts the CPUs over 70 % hardirq");
     let mut sets = adaptive.to_vec();
-    sets.push("nvme.0.per_cqe=3us");
+    sets.push("nvme.0.per_cqe=1.5us");
     let heavy = go(NVME, &sets);
     let m = &heavy.report.metrics;
     assert!(m["gsim.mod_ns"] > 1000.0, "mod_ns {}", m["gsim.mod_ns"]);

@@ -62,6 +62,19 @@ fn io_in_parallel_channels_each_take_their_own_service_time() {
 }
 
 #[test]
+fn nvme_irq_reaps_what_lands_while_it_runs() {
+    // nvme_poll_cq loops while an entry is pending: under load, completions
+    // that land while the handler reaps are taken in the same nvme_irq.
+    let busy = ["nvme.0.fio.jobs=8", "nvme.0.fio.iodepth=64", "nvme.0.per_cqe=2us"];
+    let out = go(DISK, &busy);
+    let share = out.report.metrics["nvme.ssd.loop_share"];
+    assert!(share > 0.1, "loop share {share}");
+    // A handler that takes no time has nothing land while it runs.
+    let out = go(DISK, &[&busy[..2], &["nvme.0.per_cqe=0ns", "nvme.0.handler=0ns"]].concat());
+    assert_eq!(out.report.metrics["nvme.ssd.loop_share"], 0.0);
+}
+
+#[test]
 fn latency_rises_with_load_up_to_the_iops_ceiling() {
     // No submission cost here: the device, not the CPUs, is the limit.
     let light = go(DISK, &["nvme.0.fio.iodepth=8", "nvme.0.submit=0ns"]);

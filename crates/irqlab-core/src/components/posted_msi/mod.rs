@@ -128,6 +128,12 @@ impl Component for PostedMsi {
     fn handler_continue<P: Has<Self>>(m: &mut Machine<P>, s: &mut Scheduler<Ev>, c: usize, _i: u32) -> Ps {
         let me = m.parts.get();
         let ran = std::mem::take(&mut me.cpus[c].ran);
+        // A handler of the pass that loops (nvme_irq) runs on first.
+        let more = m.continue_runs(s, c, &ran);
+        if more > 0 {
+            m.parts.get().cpus[c].ran = ran;
+            return more;
+        }
         let found = !ran.is_empty();
         for &i in &ran {
             m.end_run(s, c, i);
