@@ -2,12 +2,11 @@
 //! bytes/ms, then packets/ms, then interrupts/ms with the previous window (a
 //! change is significant above 10 %), steps one profile right (more moderation)
 //! or left, turns around when a step did not help, parks on top when it is back
-//! where it was best, and after 10 steps parks "tired" for a random 1–10
-//! decisions until the stats change.
+//! where it was best, and after 10 steps parks "tired" for 10 decisions. A
+//! park on top ends when the stats change: it then steps at once, left unless
+//! it is at the first profile (`net_dim_exit_parking`, Linux 6.12).
 
-use crate::engine::rng::Rng;
 use crate::engine::time::{Ps, PS_PER_US};
-use rand::Rng as _;
 
 /// `NET_DIM_RX_EQE_PROFILES`: (usecs, packets).
 pub const RX_EQE_PROFILES: [(u64, u32); 5] = [(1, 256), (8, 256), (64, 256), (128, 256), (256, 256)];
@@ -122,7 +121,7 @@ impl Dim {
     }
 
     /// `net_dim()`: feed the queue's counters after an interrupt; true when the profile changed.
-    pub fn update(&mut self, end: Sample, rng: &mut Rng) -> bool {
+    pub fn update(&mut self, end: Sample) -> bool {
         if self.measuring {
             if end.events - self.start.events < NEVENTS {
                 return false;
@@ -133,7 +132,7 @@ impl Dim {
                 let curr =
                     Stats { ppms: per_ms(end.pkts - self.start.pkts), bpms: per_ms(end.bytes - self.start.bytes), epms: per_ms(NEVENTS) };
                 self.decisions += 1;
-                if self.decide(&curr, rng) {
+                if self.decide(&curr) {
                     // DIM_APPLY_NEW_PROFILE, then DIM_START_MEASURE once the work item ran.
                     self.measuring = false;
                     return true;
@@ -147,19 +146,19 @@ impl Dim {
         false
     }
 
-    fn decide(&mut self, curr: &Stats, rng: &mut Rng) -> bool {
+    /// `net_dim_decision()`.
+    fn decide(&mut self, curr: &Stats) -> bool {
         let (prev_state, prev_ix) = (self.tune, self.profile_ix);
         match self.tune {
             Tune::ParkingOnTop => {
                 if compare(curr, &self.prev) != Cmp::Same {
-                    self.park_tired(rng);
+                    self.exit_parking();
                 }
             }
             Tune::ParkingTired => {
                 self.tired -= 1;
                 if self.tired == 0 {
-                    self.tune = if self.profile_ix > 0 { Tune::GoingLeft } else { Tune::GoingRight };
-                    self.step();
+                    self.exit_parking();
                 }
             }
             Tune::GoingRight | Tune::GoingLeft => {
@@ -171,7 +170,7 @@ impl Dim {
                 } else {
                     match self.step() {
                         Step::OnEdge => self.park_on_top(),
-                        Step::TooTired => self.park_tired(rng),
+                        Step::TooTired => self.park_tired(),
                         Step::Stepped => {}
                     }
                 }
@@ -237,11 +236,18 @@ impl Dim {
         self.tune = Tune::ParkingOnTop;
     }
 
-    fn park_tired(&mut self, rng: &mut Rng) {
+    /// `dim_park_tired()`: `tired` stays at the 10 steps that made it tired,
+    /// so the park lasts 10 decisions.
+    fn park_tired(&mut self) {
         self.steps_right = 0;
         self.steps_left = 0;
         self.tune = Tune::ParkingTired;
-        self.tired = rng.gen_range(1..=10);
+    }
+
+    /// `net_dim_exit_parking()`: head left (right from the first profile) and step.
+    fn exit_parking(&mut self) {
+        self.tune = if self.profile_ix > 0 { Tune::GoingLeft } else { Tune::GoingRight };
+        self.step();
     }
 }
 
@@ -254,7 +260,6 @@ enum Step {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::engine::rng::stream;
 
     #[test]
     fn significance_is_above_ten_percent() {
@@ -266,17 +271,16 @@ mod tests {
 
     /// Windows of 64 interrupts, 1 ms each; `bytes` per window from a closure of the profile index.
     fn drive(d: &mut Dim, windows: usize, bytes: impl Fn(usize) -> u64) -> Vec<usize> {
-        let mut rng = stream(1, "dim");
         let mut s = Sample::default();
         let mut seen = vec![];
-        d.update(s, &mut rng);
+        d.update(s);
         for _ in 0..windows {
             s.time += 1000 * PS_PER_US;
             s.events += NEVENTS;
             s.bytes += bytes(d.profile_ix);
             s.pkts += 100;
-            d.update(s, &mut rng);
-            d.update(s, &mut rng); // restart measuring if a profile was applied
+            d.update(s);
+            d.update(s); // restart measuring if a profile was applied
             seen.push(d.profile_ix);
         }
         seen
@@ -293,14 +297,35 @@ mod tests {
     }
 
     #[test]
+    fn a_park_on_top_ends_with_a_step_as_soon_as_the_stats_change() {
+        let mut d = Dim::default();
+        d.profile_ix = 3;
+        d.park_on_top();
+        d.prev = Stats { bpms: 100_000, ppms: 100, epms: 64 };
+        let same = d.prev;
+        assert!(!d.decide(&same));
+        assert_eq!(d.tune, Tune::ParkingOnTop);
+        // 20 % more bytes/ms: net_dim_exit_parking heads left and steps at once.
+        assert!(d.decide(&Stats { bpms: 120_000, ppms: 100, epms: 64 }));
+        assert_eq!((d.tune, d.profile_ix), (Tune::GoingLeft, 2));
+        // From the first profile it heads right.
+        let mut d = Dim::default();
+        d.profile_ix = 0;
+        d.park_on_top();
+        d.prev = same;
+        assert!(d.decide(&Stats { bpms: 50_000, ppms: 100, epms: 64 }));
+        assert_eq!((d.tune, d.profile_ix), (Tune::GoingRight, 1));
+    }
+
+    #[test]
     fn same_stats_wander_near_the_default_and_park_when_tired() {
         // Stats that do not depend on the profile: every step "did not help", so
         // DIM turns each time, zigzags around where it started, and after 10
-        // steps parks tired for a few decisions.
+        // steps parks tired for 10 decisions.
         let mut d = Dim::default();
         let seen = drive(&mut d, 60, |_| 100_000);
         assert!(seen.iter().all(|&i| i <= 2), "{seen:?}");
         let longest = seen.chunk_by(|a, b| a == b).map(|r| r.len()).max().unwrap_or(0);
-        assert!(longest >= 3, "no tired parking in {seen:?}");
+        assert!(longest >= 10, "no tired parking in {seen:?}");
     }
 }

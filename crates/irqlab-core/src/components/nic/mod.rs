@@ -489,7 +489,7 @@ fn rx_rearm<P: Has<Nic>>(m: &mut Machine<P>, s: &mut Scheduler<Ev>, q: u32) {
         let sample =
             crate::components::moderation::dim::Sample { time: now, events: rx.modq.events, pkts: rx.modq.pkts, bytes: rx.modq.bytes };
         let dim = rx.modq.dim.as_mut().expect("dim state");
-        if dim.update(sample, &mut rx.rng) {
+        if dim.update(sample) {
             (rx.modq.usecs, rx.modq.frames) = dim.profile();
         }
     }
