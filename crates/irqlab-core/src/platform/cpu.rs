@@ -172,6 +172,9 @@ pub struct Cpu {
     /// Time per level and class since the last stats reset.
     pub time: [[Ps; 6]; 2],
     pub class_since: Ps,
+    /// Hardirq time before the last stats reset, so that a reader of the
+    /// CPU's lifetime hardirq time (GSIM's control law) does not see the reset.
+    pub hardirq_before_reset: Ps,
     pub irqs: u64,
     pub track: TrackId,
     pub vtrack: TrackId,
@@ -196,6 +199,7 @@ impl Cpu {
             slice_start: 0,
             time: [[0; 6]; 2],
             class_since: 0,
+            hardirq_before_reset: 0,
             irqs: 0,
             track,
             vtrack,
@@ -224,6 +228,7 @@ impl Cpu {
 
     pub fn reset_time(&mut self, now: Ps) {
         self.account(now);
+        self.hardirq_before_reset += self.class_time(Class::Hardirq);
         self.time = [[0; 6]; 2];
         self.irqs = 0;
     }
@@ -232,7 +237,32 @@ impl Cpu {
         self.time[0][c as usize] + self.time[1][c as usize]
     }
 
+    /// Hardirq time since the start of the run, whatever the stats resets.
+    pub fn hardirq_lifetime(&self) -> Ps {
+        self.hardirq_before_reset + self.class_time(Class::Hardirq)
+    }
+
     pub fn level_time(&self, l: Level) -> Ps {
         self.time[l as usize].iter().sum()
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// The end of warm-up zeroes the shares' times, not the lifetime hardirq
+    /// time that GSIM's law differences (it read 0 for the epoch across the reset).
+    #[test]
+    fn lifetime_hardirq_time_survives_a_stats_reset() {
+        let mut cpu = Cpu::new(TrackId::default(), TrackId::default());
+        cpu.stack.push(Frame::new(Work::Irq { src: 0, phase: IrqPhase::Handler }, Level::Host, Mask::Daif, 10));
+        cpu.account(0);
+        cpu.account(700);
+        cpu.reset_time(1_000);
+        assert_eq!(cpu.class_time(Class::Hardirq), 0);
+        cpu.account(1_500);
+        assert_eq!(cpu.class_time(Class::Hardirq), 500);
+        assert_eq!(cpu.hardirq_lifetime(), 1_500);
     }
 }

@@ -14,7 +14,7 @@
 use crate::engine::stats::{Report, Table};
 use crate::engine::time::{Ps, PS_PER_NS};
 use crate::engine::{Scheduler, TimerHandle};
-use crate::platform::cpu::{Class, Level, Prio};
+use crate::platform::cpu::{Level, Prio};
 use crate::platform::machine::{Ev, Machine};
 use crate::platform::parts::{Component, Has, NO_OWNER};
 use crate::scenario::Scenario;
@@ -381,7 +381,9 @@ pub(crate) fn after_handler<P: Has<GlobalModeration>>(m: &mut Machine<P>, s: &mu
 
 fn run_law<P: Has<GlobalModeration>>(m: &mut Machine<P>, now: Ps, c: usize) {
     m.cpus[c].account(now);
-    let hardirq = m.cpus[c].class_time(Class::Hardirq);
+    // Lifetime time: the end of warm-up zeroes the CPUs' times, which the
+    // kernel's counters never do (an epoch across it would read no hardirq).
+    let hardirq = m.cpus[c].hardirq_lifetime();
     let g = m.parts.get().gsim.as_mut().expect("gsim on");
     let period = g.p.update_ns * PS_PER_NS;
     // "CPUs that reported in the period": a CPU reports when its 16th-interrupt
@@ -389,13 +391,12 @@ fn run_law<P: Has<GlobalModeration>>(m: &mut Machine<P>, now: Ps, c: usize) {
     // apart; counting the last two periods sees every CPU that is reporting.
     let active = g.cpus.iter().filter(|x| x.count > 0 && now - x.last_run <= 2 * period).count().max(1) as u64;
     let st = &g.cpus[c];
-    // Stats resets zero the CPU's class times: never read a negative difference.
     let e = Epoch {
         epoch_ns: (now - st.last_run) / PS_PER_NS,
         local_irqs: st.epoch_irqs,
         global_irqs: g.total - st.global_at_last_run,
         active_cpus: active,
-        hardirq_ns: hardirq.saturating_sub(st.hardirq_at_last_run) / PS_PER_NS,
+        hardirq_ns: (hardirq - st.hardirq_at_last_run) / PS_PER_NS,
     };
     let m = law(st.mod_ns, &e, &g.p);
     g.set_mod(c, now, m);
