@@ -155,11 +155,18 @@ impl Gsim {
 }
 
 impl Moderation {
-    /// `usecs`/`frames` go with static moderation only, and static needs one of them.
+    /// `usecs`/`frames` go with static moderation only, and static needs a
+    /// time: with none the timer signals at once and `frames` never waits
+    /// (mlx5's `cq_period` 0 and NVMe's aggregation time 0 are both "no
+    /// delay"), so a count alone would silently be no moderation.
     pub fn check(&self, p: &str) -> Check {
         let m = self;
-        if m.kind == ModerationKind::Static && m.usecs.ps() == 0 && m.frames == 0 {
-            return err(format!("{p}.moderation"), "static moderation needs usecs or frames above 0");
+        if m.kind == ModerationKind::Static && m.usecs.ps() == 0 {
+            let what = if m.frames > 0 { format!("frames = {} without usecs", m.frames) } else { "no usecs".into() };
+            return err(
+                format!("{p}.moderation.usecs"),
+                format!("static moderation with {what}: expected usecs above 0 (a 0 us timer signals at once, so frames alone would not moderate)"),
+            );
         }
         if m.kind != ModerationKind::Static && (m.usecs.ps() > 0 || m.frames > 0) {
             return err(format!("{p}.moderation"), "usecs and frames apply only to kind = \"static\"");
