@@ -20,6 +20,18 @@ impl<P: Parts> Machine<P> {
             return;
         }
         src.pending = false;
+        if src.disabled {
+            // handle_edge_irq() on a disabled interrupt: mask_ack_irq() and
+            // IRQS_PENDING; its writes wait for enable_irq (or GSIM's callback).
+            src.sw_pending = true;
+            src.masked = true;
+            self.n.masked_while_disabled += 1;
+            let left = src.entry + self.c.msix_mask + src.exit;
+            let mut f = Frame::new(Work::MaskAck { src: i }, Level::Host, Mask::Daif, left);
+            f.flow = src.flow;
+            self.push_frame(s, c, f);
+            return;
+        }
         let (origin, flow, events) = (src.raised, src.flow, src.events);
         src.events = 0;
         if src.vm != crate::platform::source::NO_VM {
@@ -159,13 +171,19 @@ impl<P: Parts> Machine<P> {
     /// `irq_exit()`: raise the handler's softirq work and run it unless we are
     /// still in interrupt context; then, returning to user, maybe reschedule.
     fn irq_exit(&mut self, s: &mut Scheduler<Ev>, c: usize, level: Level, i: u32) {
-        let lv = level as usize;
         self.raise_exit_work(c, level, i);
+        self.irq_exit_tail(s, c, level);
+    }
+
+    /// The rest of `irq_exit()`, for an interrupt that raised nothing itself
+    /// (`MaskAck`): pending softirqs run, or the task is rescheduled.
+    pub(crate) fn irq_exit_tail(&mut self, s: &mut Scheduler<Ev>, c: usize, level: Level) {
+        let lv = level as usize;
         let work = self.cpus[c].softirq_work[lv];
         let top = *self.cpus[c].top();
         if top.level == level {
             match top.work {
-                Work::Irq { .. } => {} // nested: the outer irq_exit runs it
+                Work::Irq { .. } | Work::MaskAck { .. } => {} // nested: the outer irq_exit runs it
                 Work::Softirq if work > 0 => {
                     // __do_softirq() loops while work is pending: the interrupted run takes it on.
                     self.cpus[c].top_mut().left += work;

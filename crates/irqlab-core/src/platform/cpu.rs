@@ -70,6 +70,12 @@ pub enum Work {
         src: u32,
         phase: IrqPhase,
     },
+    /// `handle_edge_irq()` on a lazily disabled interrupt: entry,
+    /// `mask_ack_irq()` (the MSI-X mask write and the read that flushes it),
+    /// `IRQS_PENDING`, exit; no handler. One phase: it runs with interrupts masked.
+    MaskAck {
+        src: u32,
+    },
     /// `__do_softirq()`: deferred work raised by handlers.
     Softirq,
     /// One NAPI poll round of a NIC RX queue (`net_rx_action` → `napi_poll`).
@@ -127,7 +133,7 @@ impl Frame {
             Work::Idle => Class::Idle,
             Work::Task { phase: TaskPhase::User, .. } => Class::User,
             Work::Task { .. } | Work::Switch { .. } | Work::Thread { .. } => Class::Kernel,
-            Work::Irq { .. } => Class::Hardirq,
+            Work::Irq { .. } | Work::MaskAck { .. } => Class::Hardirq,
             Work::Softirq | Work::Napi { .. } => Class::Softirq,
             Work::Hyp { .. } => Class::Hyp,
         }

@@ -129,6 +129,10 @@ impl<P: Parts> Machine<P> {
             Work::Task { task, phase } => self.task_phase_done(s, c, task, phase),
             Work::Switch { next } => self.switch_done(s, c, next),
             Work::Irq { src, phase } => self.irq_phase_done(s, c, src, phase, f),
+            Work::MaskAck { .. } => {
+                self.pop_frame(s, c);
+                self.irq_exit_tail(s, c, f.level);
+            }
             Work::Softirq => {
                 self.pop_frame(s, c);
                 if self.softirq_can_run(c, f.level) {
@@ -185,6 +189,7 @@ impl<P: Parts> Machine<P> {
                 }
                 I::Exit => ("hardirq", "irq exit".into(), None),
             },
+            Work::MaskAck { .. } => ("hardirq", "mask_ack_irq (disabled)".into(), Some(f.flow)),
             Work::Softirq => ("softirq", "softirq".into(), None),
             Work::Napi { q } => ("softirq", format!("napi poll rx{q}"), None),
             Work::Thread { .. } => ("thread", "submit/reap".into(), None),

@@ -80,6 +80,8 @@ pub struct Costs {
     /// What an IRQ handler runs under: DAIF.I, or under pseudo-NMI the PMR
     /// (the GIC driver unmasks DAIF so that NMIs can nest).
     pub irq_handler_mask: Mask,
+    /// `mask_ack_irq()` on an MSI-X vector (`CpuCosts::msix_mask`).
+    pub msix_mask: Ps,
     pub hyp_exit: Ps,
     pub hyp_handler: Ps,
     pub hyp_inject: Ps,
@@ -300,6 +302,7 @@ impl<P: Parts> Machine<P> {
                     Masking::Daif => Mask::Daif,
                     Masking::Pmr => Mask::Pmr,
                 },
+                msix_mask: sc.cpu.msix_mask.ps(),
                 hyp_exit: sc.hypervisor.exit.ps(),
                 hyp_handler: sc.hypervisor.handler.ps(),
                 hyp_inject: sc.hypervisor.inject.ps(),
@@ -448,8 +451,11 @@ impl<P: Parts> Machine<P> {
         src.raised = raised;
         src.flow = flow;
         src.events = 1;
-        if src.disabled {
-            // handle_edge_irq() on a disabled interrupt: mask_ack_irq() and IRQS_PENDING.
+        if src.disabled && src.poster != NO_OWNER {
+            // A posted vector: masked here, without the CPU time that
+            // handle_edge_irq spends on it inside the notification's pass
+            // (not modelled). Other vectors pend, and the CPU that takes
+            // them masks them (`take_physical`, `Work::MaskAck`).
             src.sw_pending = true;
             src.masked = true;
             self.n.masked_while_disabled += 1;

@@ -50,6 +50,13 @@ pub struct CpuCosts {
     /// SGI delivery: from the `ICC_SGI1R_EL1` write to the target's redistributor.
     #[serde(default)]
     pub sgi_latency: Time,
+    /// `mask_ack_irq()` on an MSI-X vector, which `handle_edge_irq()` does
+    /// when a lazily disabled interrupt fires (GSIM's moderation): the write of
+    /// the vector control word and the read that flushes it
+    /// (`pci_msix_mask` → `pci_msix_write_vector_ctrl`, `readl`), a non-posted
+    /// PCIe round trip. Paid between the IRQ entry and exit.
+    #[serde(default)]
+    pub msix_mask: Time,
 }
 
 /// Costs of masking by GIC priority (`irqchip.gicv3_pseudo_nmi=1`). The model

@@ -234,6 +234,30 @@ fn gsim_timers_cost_cpu_time_and_run_the_held_handlers() {
     assert!(bytes.windows(name.len()).any(|w| w == name), "the timer's handler slice is in the trace");
 }
 
+/// A lazily disabled interrupt that fires is taken by its CPU, which masks
+/// it (handle_edge_irq → mask_ack_irq): entry, the mask write and its
+/// flushing read, exit, all hardirq time, and no handler.
+#[test]
+fn a_disabled_interrupt_costs_its_cpu_the_mask() {
+    let cheap = go(NVME, &["gsim.delay_us=200"]);
+    let dear = go(NVME, &["gsim.delay_us=200", "cpu.msix_mask=2us"]);
+    let (c, d) = (&cheap.report.metrics, &dear.report.metrics);
+    let span = 25e-3; // the measured window: duration less warm-up
+    let masked_per_s = d["gsim.masked_while_disabled"] / span;
+    assert!(masked_per_s > 10_000.0, "{masked_per_s} masked per second");
+    // 2 us more per masked interrupt, over the 4 CPUs.
+    let extra = (d["hardirq_share"] - c["hardirq_share"]) * 4.0;
+    let expected = 2e-6 * masked_per_s;
+    assert!((extra / expected - 1.0).abs() < 0.3, "extra hardirq {extra} CPUs, expected about {expected}");
+    // Masked, not handled: it counts as no interrupt, and nothing is lost.
+    assert_eq!(dear.audit.ios_found, dear.audit.ios_owned);
+    let sc = load(NVME, "m5.toml", &["gsim.delay_us=200".to_string()]).expect("valid");
+    let traced = run(&sc, RunOptions { trace: true, ..Default::default() });
+    let bytes = traced.trace.expect("a trace");
+    let name = b"mask_ack_irq (disabled)";
+    assert!(bytes.windows(name.len()).any(|w| w == name), "the mask's slice is in the trace");
+}
+
 /// The hardirq criterion: with a rate target GSIM never reaches, raising the
 /// CPU cost per completion until the hardirq share passes `hardirq_percent`
 /// makes GSIM moderate; below it, it does not.
