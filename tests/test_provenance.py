@@ -82,3 +82,21 @@ def test_costs_of_parts_a_scenario_lacks_are_not_flagged() -> None:
     assert not any(k.startswith("cpu.sdei") for k in doc["provenance"]["zero_default_costs"])
     kvm, _ = irqlab.run(irqlab.SCENARIOS_DIR / "figures" / "m4-kvm-cancels.toml", ["duration=50ms"])
     assert set(kvm["provenance"]["zero_default_costs"]) <= {"kvm.costs.host_resched"}
+
+
+def test_gsim_flags_an_msix_mask_left_at_zero(tmp_path: Path) -> None:
+    # Every source GSIM holds that fires again is masked by its CPU: with GSIM,
+    # that cost matters, and a scenario that does not state it is told so.
+    fig = irqlab.SCENARIOS_DIR / "figures" / "m5-nvme-8ssd.toml"
+    text = "\n".join(line for line in fig.read_text().splitlines() if not line.startswith("msix_mask"))
+    bare = tmp_path / "bare.toml"
+    bare.write_text(text)
+    sets = ["gsim.delay_us=200", "duration=3ms", "warmup=1ms"]
+    doc, _ = irqlab.run(bare, sets)
+    assert "cpu.msix_mask" in doc["provenance"]["zero_default_costs"]
+    assert "cpu.msix_mask" in doc["provenance"]["flagged_metrics"]["hardirq_share"]
+    stated, _ = irqlab.run(fig, sets)
+    assert "cpu.msix_mask" not in stated["provenance"]["zero_default_costs"]
+    # Without GSIM nothing is held, so nothing is masked: no flag.
+    plain, _ = irqlab.run(bare, ["duration=3ms", "warmup=1ms"])
+    assert "cpu.msix_mask" not in plain["provenance"]["zero_default_costs"]

@@ -59,6 +59,10 @@ fn machine(sc: &Scenario, t: &mut impl FnMut(String, Time, &[&'static str])) {
         t("cpu.irq_exit".into(), c.irq_exit, IRQ_METRICS);
         t("fabric.msi_write".into(), sc.fabric.msi_write, &["irq_latency", "fabric.*", "fabric_wait"]);
     }
+    if sc.gsim.is_some() {
+        // Every source GSIM holds that fires again is masked by its CPU.
+        t("cpu.msix_mask".into(), c.msix_mask, &["*hardirq_share", "gsim.*", "busy_share", "idle_share"]);
+    }
     if sc.tasks.iter().any(|x| x.exception != ExceptionKind::None) {
         t("cpu.exception_entry".into(), c.exception_entry, TASK_METRICS);
         t("cpu.exception_exit".into(), c.exception_exit, TASK_METRICS);
