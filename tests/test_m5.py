@@ -71,7 +71,11 @@ NVME_FIG, NIC_FIG = "m5-nvme-8ssd.toml", "m5-nic-100g.toml"
     [
         (NVME_FIG, ["nvme.0.moderation.kind=dim"], ["nvme[0].moderation.kind", "polling"]),
         (NVME_FIG, ["nvme.0.moderation.kind=static"], ["nvme[0].moderation.usecs", "expected usecs above 0"]),
-        (NVME_FIG, ['nvme.0.moderation={kind="static",frames=8}'], ["nvme[0].moderation.usecs", "frames = 8 without usecs"]),
+        (
+            NVME_FIG,
+            ['nvme.0.moderation={kind="static",frames=8}'],
+            ["nvme[0].moderation.usecs", "frames = 8 without usecs"],
+        ),
         (NVME_FIG, ["nvme.0.queues=200"], ["nvme[0].queues", "1 to 128"]),
         (NVME_FIG, ["nvme.0.cpus=[99]"], ["nvme[0].cpus[0]", "does not exist"]),
         (NVME_FIG, ["nvme.0.moderation.kind=sometimes"], ["nvme[0].moderation.kind", "unknown variant"]),

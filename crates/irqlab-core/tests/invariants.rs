@@ -309,9 +309,12 @@ fn device_scenario(d: &Devices) -> String {
         t += &format!("[[vm]]\nname = \"g\"\nvcpus = 1\npcpus = [{}]\n", d.cpus - 1);
     }
     if let Some((disks, queues, jobs, iodepth, moderation, cv, submit)) = d.nvme {
-        let m =
-            ["kind = \"none\"", "kind = \"static\"\nusecs = \"20us\"\nframes = 4", "kind = \"static\"\nusecs = \"3us\"\nframes = 2", "kind = \"polling\""]
-                [moderation as usize];
+        let m = [
+            "kind = \"none\"",
+            "kind = \"static\"\nusecs = \"20us\"\nframes = 4",
+            "kind = \"static\"\nusecs = \"3us\"\nframes = 2",
+            "kind = \"polling\"",
+        ][moderation as usize];
         let (cv, submit) = (["0", "0.5", "1"][cv as usize], [0, 300, 2000][submit as usize]);
         t += &format!(
             "[[nvme]]\nname = \"ssd\"\ncount = {disks}\nqueues = {queues}\ncpus = [{}]\nsocket = {}\niops = \"500k\"\n\

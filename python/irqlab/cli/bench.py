@@ -106,10 +106,11 @@ def _scale(counts: list[int], repeat: int, json_out: JsonOpt) -> None:
     grows with the machine (issue 18). Smallest first, so that the process's
     peak memory after each size is that size's (memory grows with the size).
 
-    Each size is also run for 1 ns of simulated time: that is building and
-    tearing down the machine (65,536 sources at 2,048 CPUs), which the
-    end-to-end figure pays once for a run of only ~10^6 events. The rest is the
-    event loop, shown on its own so that a reader can tell which one grew."""
+    Each size is also run for 1 ns of simulated time: the run's fixed cost
+    (building the machine, 65,536 sources at 2,048 CPUs; its report; tearing
+    it down), which the end-to-end figure pays once for a run of only ~10^6
+    events. The rest is the event loop, shown on its own so that a reader can
+    tell which one grew."""
     from rich import box
     from rich.table import Table
 
@@ -173,7 +174,7 @@ def _scale(counts: list[int], repeat: int, json_out: JsonOpt) -> None:
         )
     out.print(t)
     err.print(
-        "vs 1st: events/s against the smallest machine's; setup: building and tearing down the machine (a 1 ns run);"
+        "vs 1st: events/s against the smallest machine's; setup: a 1 ns run (build, report, teardown);"
         " loop: the rest of the wall time; RSS: the process's peak",
         markup=False,
     )

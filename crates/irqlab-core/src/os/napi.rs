@@ -81,7 +81,7 @@ impl<P: Parts> Machine<P> {
     /// Softirqs run on irq exit or after a softirq frame, never inside interrupt or softirq context.
     pub fn softirq_can_run(&self, c: usize, level: Level) -> bool {
         let top = self.cpus[c].top();
-        top.level == level && !matches!(top.work, Work::Irq { .. } | Work::Softirq | Work::Napi { .. })
+        top.level == level && !matches!(top.work, Work::Irq { .. } | Work::MaskAck { .. } | Work::Softirq | Work::Napi { .. })
     }
 
     /// `__do_softirq()`: the next NAPI poll or the pending generic softirq work.

@@ -72,7 +72,9 @@ pub enum Work {
     },
     /// `handle_edge_irq()` on a lazily disabled interrupt: entry,
     /// `mask_ack_irq()` (the MSI-X mask write and the read that flushes it),
-    /// `IRQS_PENDING`, exit; no handler. One phase: it runs with interrupts masked.
+    /// `IRQS_PENDING`, exit; no handler. One phase under DAIF: with pseudo-NMI
+    /// the real mask part runs under the PMR, so an NMI that comes during it
+    /// waits here up to `msix_mask` longer than it would (a simplification).
     MaskAck {
         src: u32,
     },

@@ -433,8 +433,9 @@ impl<P: Parts> Machine<P> {
         self.send_msi(s, i);
     }
 
-    /// The interrupt controller sets the pending bit, or merges into it. For a
-    /// disabled interrupt the OS masks the vector and marks it pending instead.
+    /// The interrupt controller sets the pending bit, or merges into it. A
+    /// disabled interrupt pends too, and the CPU that takes it masks it
+    /// (`take_physical`); a disabled posted vector is masked here.
     #[inline]
     pub fn arrive(&mut self, s: &mut Scheduler<Ev>, i: u32, raised: Ps, flow: u64) {
         self.audit.arrived += 1;

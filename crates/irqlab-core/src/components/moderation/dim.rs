@@ -298,8 +298,7 @@ mod tests {
 
     #[test]
     fn a_park_on_top_ends_with_a_step_as_soon_as_the_stats_change() {
-        let mut d = Dim::default();
-        d.profile_ix = 3;
+        let mut d = Dim { profile_ix: 3, ..Default::default() };
         d.park_on_top();
         d.prev = Stats { bpms: 100_000, ppms: 100, epms: 64 };
         let same = d.prev;
@@ -309,8 +308,7 @@ mod tests {
         assert!(d.decide(&Stats { bpms: 120_000, ppms: 100, epms: 64 }));
         assert_eq!((d.tune, d.profile_ix), (Tune::GoingLeft, 2));
         // From the first profile it heads right.
-        let mut d = Dim::default();
-        d.profile_ix = 0;
+        let mut d = Dim { profile_ix: 0, ..Default::default() };
         d.park_on_top();
         d.prev = same;
         assert!(d.decide(&Stats { bpms: 50_000, ppms: 100, epms: 64 }));

@@ -230,9 +230,10 @@ impl Component for GlobalModeration {
             })
             .collect();
         // Plain sources are moderated too (the patch moderates every eligible
-        // edge MSI); a component's sources say so themselves when they are built.
+        // edge MSI: not an NMI, not a guest's); a component's sources say so
+        // themselves when they are built.
         for s in &mut m.srcs {
-            if s.owner == NO_OWNER {
+            if s.owner == NO_OWNER && s.msi && s.prio == Prio::Normal && s.vm == crate::platform::source::NO_VM {
                 s.gsim = true;
             }
         }

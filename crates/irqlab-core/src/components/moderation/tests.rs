@@ -249,7 +249,7 @@ fn a_disabled_interrupt_costs_its_cpu_the_mask() {
     let extra = (d["hardirq_share"] - c["hardirq_share"]) * 4.0;
     let expected = 2e-6 * masked_per_s;
     assert!((extra / expected - 1.0).abs() < 0.3, "extra hardirq {extra} CPUs, expected about {expected}");
-    // Masked, not handled: it counts as no interrupt, and nothing is lost.
+    // Masked, not handled, and nothing is lost.
     assert_eq!(dear.audit.ios_found, dear.audit.ios_owned);
     let sc = load(NVME, "m5.toml", &["gsim.delay_us=200".to_string()]).expect("valid");
     let traced = run(&sc, RunOptions { trace: true, ..Default::default() });

@@ -195,7 +195,8 @@ impl Component for Nic {
                 let moderated = exits.is_none() && posted_to.is_none() && n.moderation.gsim && gsim;
                 let src = m.add_vector(format!("{}.rx{q}", n.name), group, target, n.socket, moderated, P::ID, qi);
                 let v = &mut m.srcs[src as usize];
-                (v.link, v.vm, v.posted_to) = (link, exits.unwrap_or(crate::platform::source::NO_VM), posted_to.unwrap_or(crate::platform::source::NOT_POSTED));
+                (v.link, v.vm, v.posted_to) =
+                    (link, exits.unwrap_or(crate::platform::source::NO_VM), posted_to.unwrap_or(crate::platform::source::NOT_POSTED));
                 let napi = m.napi_register(P::ID, qi, cpu, level);
                 me.rxqs.push(RxQueue {
                     group: g as u32,

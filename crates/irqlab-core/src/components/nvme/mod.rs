@@ -32,7 +32,7 @@ use crate::components::moderation::params::ModerationKind;
 use crate::components::moderation::QueueMod;
 use crate::engine::rng::{exp1, stream, Rng};
 use crate::engine::stats::{Latency, Report};
-use crate::engine::time::{ps_to_s, s_to_ps, Ps};
+use crate::engine::time::{ps_to_s, s_to_ps, Ps, PS_PER_MS};
 use crate::engine::Scheduler;
 use crate::platform::cpu::Level;
 use crate::platform::fabric::DmaFor;
@@ -67,6 +67,10 @@ pub struct Nvme {
     /// Completions at the previous sample (the `iops` series is its difference).
     last_completed: u64,
 }
+
+/// How long one `nvme_irq` may run before the report warns: a handler that
+/// long (its loop kept finding entries) has stopped being an interrupt handler.
+const LOOP_WARN: Ps = PS_PER_MS;
 
 /// Thread work for a CQ is a resubmission batch, or (with this bit) a poll pass.
 const POLL: u32 = 1 << 31;
@@ -114,6 +118,8 @@ pub struct Cq {
     pub polled: bool,
     /// A poll pass is queued or running.
     pub polling: bool,
+    /// When the running `nvme_irq` made its first pass.
+    pub irq_since: Ps,
     /// Reaped I/Os whose resubmission (thread work) has not finished, batch by batch.
     pub submitting: VecDeque<u32>,
 }
@@ -129,6 +135,9 @@ pub struct NvmeGroup {
     /// Completions `nvme_irq` reaped on a later pass of its loop: they landed
     /// while it ran, and needed no interrupt of their own.
     pub loop_reaped: u64,
+    /// The longest one `nvme_irq` ran (over the whole run): a loop that keeps
+    /// finding entries holds its CPU in hardirq, which the report says.
+    pub longest_irq: Ps,
     pub latency: Latency,
 }
 
@@ -161,6 +170,7 @@ impl Component for Nvme {
                 resubmit: n.fio.resubmit.ps(),
                 completed: 0,
                 loop_reaped: 0,
+                longest_irq: 0,
                 latency: Latency::default(),
             });
             for k in 0..n.count {
@@ -190,6 +200,7 @@ impl Component for Nvme {
                         polled: n.moderation.kind == ModerationKind::Polling,
                         polling: false,
                         submitting: VecDeque::new(),
+                        irq_since: 0,
                     });
                 }
                 // The jobs' I/Os, spread over the disk's queues; each queue admits up to its depth.
@@ -250,6 +261,7 @@ impl Component for Nvme {
     /// `nvme_irq()`: reap every posted entry; returns the handler's length.
     fn handler_start<P: Has<Self>>(m: &mut Machine<P>, s: &mut Scheduler<Ev>, c: usize, i: u32) -> Ps {
         let q = m.srcs[i as usize].owner_arg;
+        m.parts.get().cqs[q as usize].irq_since = s.now();
         reap_entries(m, s, c, q).1
     }
 
@@ -262,8 +274,10 @@ impl Component for Nvme {
         let q = m.srcs[i as usize].owner_arg;
         let (n, _) = reap_entries(m, s, c, q);
         let me = m.parts.get();
-        let g = &mut me.groups[me.disks[me.cqs[q as usize].disk as usize].group as usize];
+        let cq = &me.cqs[q as usize];
+        let g = &mut me.groups[me.disks[cq.disk as usize].group as usize];
         g.loop_reaped += n;
+        g.longest_irq = g.longest_irq.max(s.now() - cq.irq_since);
         n * g.per_cqe
     }
 
@@ -350,6 +364,14 @@ impl Component for Nvme {
             r.metric(format!("{p}.iops"), g.completed as f64 / secs);
             r.metric(format!("{p}.completed"), g.completed as f64);
             r.metric(format!("{p}.loop_share"), g.loop_reaped as f64 / g.completed.max(1) as f64);
+            if g.longest_irq >= LOOP_WARN {
+                r.warn(format!(
+                    "nvme {}: one nvme_irq ran {:.1} ms, reaping what kept landing, and held its CPU in hardirq \
+                     (per_cqe is near the gap between completions; with submit = 0 the jobs resubmit without CPU time)",
+                    g.name,
+                    g.longest_irq as f64 / 1e9
+                ));
+            }
             r.histogram(format!("{p}.latency"), &g.latency);
         }
     }

@@ -80,7 +80,11 @@ impl Component for PostedMsi {
         me.enabled = true;
         for s in &mut m.srcs {
             // A guest's vectors exit or are posted to its vCPU; NMIs and IPIs are not remapped MSIs.
-            if s.msi && s.vm == crate::platform::source::NO_VM && s.posted_to == crate::platform::source::NOT_POSTED && s.prio == Prio::Normal {
+            if s.msi
+                && s.vm == crate::platform::source::NO_VM
+                && s.posted_to == crate::platform::source::NOT_POSTED
+                && s.prio == Prio::Normal
+            {
                 s.poster = P::ID;
                 me.posted_sources += 1;
             }
