@@ -2,7 +2,7 @@
 //! Disabling is lazy (`disable_irq_nosync` with the lazy-disable flag): the
 //! interrupt stays unmasked until it fires again, when the CPU that takes it
 //! masks it at the device and marks it pending (`IRQS_PENDING`: `os/irq.rs`,
-//! `take_physical`, a `Work::MaskAck` frame; a posted vector in `arrive`);
+//! `take_physical`, a `Work::MaskAck` frame; a posted vector in its pass);
 //! enabling re-sends a pending one (`check_irq_resend`) and unmasks it.
 
 use crate::engine::time::Ps;

@@ -434,8 +434,8 @@ impl<P: Parts> Machine<P> {
     }
 
     /// The interrupt controller sets the pending bit, or merges into it. A
-    /// disabled interrupt pends too, and the CPU that takes it masks it
-    /// (`take_physical`); a disabled posted vector is masked here.
+    /// disabled interrupt pends too, and the code that takes it masks it: the
+    /// CPU (`take_physical`), or a posted-MSI pass for a posted vector.
     #[inline]
     pub fn arrive(&mut self, s: &mut Scheduler<Ev>, i: u32, raised: Ps, flow: u64) {
         self.audit.arrived += 1;
@@ -452,16 +452,6 @@ impl<P: Parts> Machine<P> {
         src.raised = raised;
         src.flow = flow;
         src.events = 1;
-        if src.disabled && src.poster != NO_OWNER {
-            // A posted vector: masked here, without the CPU time that
-            // handle_edge_irq spends on it inside the notification's pass
-            // (not modelled). Other vectors pend, and the CPU that takes
-            // them masks them (`take_physical`, `Work::MaskAck`).
-            src.sw_pending = true;
-            src.masked = true;
-            self.n.masked_while_disabled += 1;
-            return;
-        }
         if src.poster != NO_OWNER {
             // The pending bit is the descriptor's PIR bit: later writes merge into it.
             src.pending = true;

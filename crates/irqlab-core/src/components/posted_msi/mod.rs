@@ -202,6 +202,16 @@ fn pass<P: Has<PostedMsi>>(m: &mut Machine<P>, s: &mut Scheduler<Ev>, c: usize) 
     for &i in &pir {
         let src = &mut m.srcs[i as usize];
         src.pending = false;
+        if src.disabled {
+            // handle_edge_irq() on a lazily disabled vector, from the pass:
+            // mask_ack_irq() and IRQS_PENDING instead of the handler, as a
+            // remapped vector's CPU does (`Work::MaskAck`), within this pass.
+            src.sw_pending = true;
+            src.masked = true;
+            m.n.masked_while_disabled += 1;
+            len += m.c.msix_mask;
+            continue;
+        }
         let (raised, flow, events) = (src.raised, src.flow, std::mem::take(&mut src.events));
         m.note_delivery(flow, events);
         len += m.handler_start(s, c, i, Level::Host, raised);
