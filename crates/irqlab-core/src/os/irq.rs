@@ -21,14 +21,10 @@ impl<P: Parts> Machine<P> {
         }
         src.pending = false;
         if src.disabled {
-            // handle_edge_irq() on a disabled interrupt: mask_ack_irq() and
-            // IRQS_PENDING; its writes wait for enable_irq (or GSIM's callback).
-            src.sw_pending = true;
-            src.masked = true;
-            self.n.masked_while_disabled += 1;
-            let left = src.entry + self.c.msix_mask + src.exit;
+            let (left, flow) = (src.entry + self.c.msix_mask + src.exit, src.flow);
+            self.mask_disabled(i);
             let mut f = Frame::new(Work::MaskAck { src: i }, Level::Host, Mask::Daif, left);
-            f.flow = src.flow;
+            f.flow = flow;
             self.push_frame(s, c, f);
             return;
         }

@@ -18,6 +18,16 @@ impl<P: Parts> Machine<P> {
         !std::mem::replace(&mut src.disabled, true)
     }
 
+    /// `handle_edge_irq()` on a disabled interrupt that fired: `mask_ack_irq()`
+    /// and `IRQS_PENDING`; its writes wait for `enable_irq` (or GSIM's
+    /// callback). The caller charges the time (`Costs::msix_mask`).
+    pub fn mask_disabled(&mut self, i: u32) {
+        let src = &mut self.srcs[i as usize];
+        src.sw_pending = true;
+        src.masked = true;
+        self.n.masked_while_disabled += 1;
+    }
+
     /// `enable_irq()` after GSIM's timer: a pending interrupt is re-sent
     /// (`check_irq_resend`) and the vector unmasked.
     pub fn enable_source(&mut self, s: &mut Scheduler<Ev>, i: u32) {

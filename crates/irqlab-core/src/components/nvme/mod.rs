@@ -85,8 +85,6 @@ pub struct Disk {
     pub busy: u32,
     /// I/Os waiting for a channel: (submitted, cq). The time may lie ahead (a resubmission on its way).
     pub sq: VecDeque<(Ps, u32)>,
-    /// I/Os in service on its channels (each in a slot of `Nvme::channel_ios`).
-    pub in_service: u32,
     /// PCIe flow control: completions (data + CQE) the disk may have queued
     /// in the root complex at once; one that finds none left keeps its
     /// channel busy in `parked` until an earlier one lands.
@@ -225,7 +223,6 @@ impl Component for Nvme {
                     channels,
                     busy: 0,
                     sq: VecDeque::new(),
-                    in_service: 0,
                     credits: n.dma_credits,
                     link,
                     dma_inflight: 0,
@@ -379,7 +376,10 @@ impl Component for Nvme {
     /// Every I/O the jobs own is somewhere: queued, in service, landing, posted or held back.
     fn audit<P: Has<Self>>(m: &mut Machine<P>) {
         let me = m.parts.get_ref();
-        m.audit.ios_found = me.disks.iter().map(|d| (d.sq.len() + d.in_service as usize + d.parked.len()) as u64).sum::<u64>()
+        // In service: the channel slots that hold an I/O.
+        let in_service = (me.channel_ios.len() - me.free_slots.len()) as u64;
+        m.audit.ios_found = in_service
+            + me.disks.iter().map(|d| (d.sq.len() + d.parked.len()) as u64).sum::<u64>()
             + me.cqs
                 .iter()
                 .map(|q| (q.landing.len() + q.posted.len() + q.backlog.len()) as u64 + q.submitting.iter().map(|&n| n as u64).sum::<u64>())
@@ -398,7 +398,6 @@ fn disk_kick<P: Has<Nvme>>(m: &mut Machine<P>, s: &mut Scheduler<Ev>, d: u32) {
         let io = disk.sq.swap_remove_back(k).expect("k < len");
         let t = disk.service_time();
         disk.busy += 1;
-        disk.in_service += 1;
         let slot = match me.free_slots.pop() {
             Some(slot) => {
                 me.channel_ios[slot as usize] = (d, io.0, io.1);
@@ -420,7 +419,6 @@ fn disk_done<P: Has<Nvme>>(m: &mut Machine<P>, s: &mut Scheduler<Ev>, slot: u32)
     me.free_slots.push(slot);
     let io = (submitted, cq);
     let disk = &mut me.disks[d as usize];
-    disk.in_service -= 1;
     if disk.dma_inflight >= disk.credits {
         // The root complex has no room: the data stays in the device, holding its channel.
         disk.parked.push_back(io);

@@ -203,12 +203,9 @@ fn pass<P: Has<PostedMsi>>(m: &mut Machine<P>, s: &mut Scheduler<Ev>, c: usize) 
         let src = &mut m.srcs[i as usize];
         src.pending = false;
         if src.disabled {
-            // handle_edge_irq() on a lazily disabled vector, from the pass:
-            // mask_ack_irq() and IRQS_PENDING instead of the handler, as a
-            // remapped vector's CPU does (`Work::MaskAck`), within this pass.
-            src.sw_pending = true;
-            src.masked = true;
-            m.n.masked_while_disabled += 1;
+            // handle_edge_irq() from the pass masks it instead of running the
+            // handler, as a remapped vector's CPU does (`Work::MaskAck`).
+            m.mask_disabled(i);
             len += m.c.msix_mask;
             continue;
         }
