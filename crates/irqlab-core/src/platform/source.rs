@@ -240,13 +240,18 @@ mod tests {
     fn the_common_path_reads_two_cache_lines() {
         use super::Source;
         use std::mem::{offset_of, size_of};
-        macro_rules! end_of {
-            ($($f:ident: $t:ty),*) => { [$( (stringify!($f), offset_of!(Source, $f) + size_of::<$t>()) ),*] };
+        // Each field's end, its size taken from the field itself (a widened
+        // field moves its end without anyone editing this list).
+        fn size<T>(_: fn(&Source) -> &T) -> usize {
+            size_of::<T>()
         }
-        let hot = end_of!(rng: super::Rng, mean_gap_s: f64, stop: u64, raised: u64, flow: u64, handler: u64, entry: u64,
-            exit: u64, softirq: u64, cpu: u32, events: u32, group: u32, posted_to: u32, vm: u32, prio: super::Prio,
-            poster: u8, owner: u8, periodic: bool, masked: bool, disabled: bool, sw_pending: bool, pending: bool,
-            special: bool, replayed: bool, gsim: bool, sdei: bool);
+        macro_rules! end_of {
+            ($($f:ident),*) => { [$( (stringify!($f), offset_of!(Source, $f) + size(|s| &s.$f)) ),*] };
+        }
+        let hot = end_of!(
+            rng, mean_gap_s, stop, raised, flow, handler, entry, exit, softirq, cpu, events, group, posted_to, vm, prio, poster, owner,
+            periodic, masked, disabled, sw_pending, pending, special, replayed, gsim, sdei
+        );
         for (name, end) in hot {
             assert!(end <= 128, "{name} ends at byte {end}, past the two hot lines");
         }
