@@ -130,6 +130,13 @@ impl<E: Copy> EventQueue<E> for EventSet<E> {
         }
     }
 
+    #[inline]
+    fn for_soon(&mut self, f: impl FnMut(&E)) {
+        if self.large {
+            self.radix.for_soon(f);
+        }
+    }
+
     fn peek_time(&self) -> Option<Ps> {
         if self.large {
             self.radix.peek_time()

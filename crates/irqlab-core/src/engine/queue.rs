@@ -24,6 +24,11 @@ pub trait EventQueue<E> {
     fn peek_event(&mut self) -> Option<&E> {
         None
     }
+    /// Calls `f` on events that will be popped soon but not next, for a
+    /// prefetch hint a few events ahead of use; each is offered once, and a
+    /// queue that cannot tell cheaply offers none. It changes nothing.
+    #[inline]
+    fn for_soon(&mut self, _f: impl FnMut(&E)) {}
     fn len(&self) -> usize;
     fn is_empty(&self) -> bool {
         self.len() == 0

@@ -70,6 +70,11 @@ pub trait Model {
     /// nothing; the default does nothing.
     #[inline]
     fn prefetch(&self, _ev: &Self::Event) {}
+    /// The same hint for an event a few pops away (`EventQueue::for_soon`):
+    /// it may compute addresses from the event but should read no model
+    /// state, which is likely not in cache yet.
+    #[inline]
+    fn prefetch_far(&self, _ev: &Self::Event) {}
 }
 
 impl<E: Copy> Default for Scheduler<E> {
@@ -190,6 +195,7 @@ impl<E: Copy> Scheduler<E> {
             return;
         }
         while let Some(ev) = self.next_before(until) {
+            self.queue.for_soon(|e| model.prefetch_far(&e.ev));
             if let Some(next) = self.queue.peek_event() {
                 model.prefetch(&next.ev);
             }

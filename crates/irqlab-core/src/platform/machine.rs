@@ -166,6 +166,10 @@ pub struct Machine<P> {
     pub c: Costs,
     pub cpus: Vec<Cpu>,
     pub srcs: Vec<Source>,
+    /// Each source's CPU as it was at `start`, for prefetch hints only (no
+    /// result reads it): a hint for an arrival a few events ahead can find
+    /// the CPU without touching the source, which is not in cache yet.
+    hint_cpu: Vec<u32>,
     pub src_groups: Vec<String>,
     /// Interrupts handled per source group since the last stats reset.
     pub src_handled: Vec<u64>,
@@ -313,6 +317,7 @@ impl<P: Parts> Machine<P> {
             cpus,
             srcs,
             src_handled: vec![0; src_groups.len()],
+            hint_cpu: Vec::new(),
             src_groups,
             tasks,
             task_groups: sc.tasks.iter().map(|t| t.name.clone()).collect(),
@@ -399,6 +404,7 @@ impl<P: Parts> Machine<P> {
 
     /// Puts every CPU's first frame in place and schedules the first arrivals.
     pub fn start(&mut self, s: &mut Scheduler<Ev>) {
+        self.hint_cpu = self.srcs.iter().map(|src| src.cpu).collect();
         for c in 0..self.cpus.len() {
             let cpu = &mut self.cpus[c];
             let base = match cpu.rq.pop_front() {
@@ -541,22 +547,34 @@ impl<P: Parts> Model for Machine<P> {
         }
     }
 
-    /// An arrival touches its source's first two lines (see `Source`); a
-    /// phase end starts with its CPU's first two.
+    /// An arrival touches its source's first two lines (see `Source`), then
+    /// its CPU's; a phase end its CPU's first two lines and its top frame.
     #[inline]
     fn prefetch(&self, ev: &Ev) {
-        match *ev {
+        self.prefetch_far(ev);
+        if let Ev::Done(c) = *ev {
+            if let Some(top) = self.cpus.get(c as usize).and_then(|cpu| cpu.stack.last()) {
+                crate::engine::prefetch_lines(top, 1);
+            }
+        }
+    }
+
+    /// A few events ahead: what the event names, and an arrival's CPU by
+    /// `hint_cpu`, reading nothing that is likely out of cache.
+    #[inline]
+    fn prefetch_far(&self, ev: &Ev) {
+        let cpu = match *ev {
             Ev::Fire(i) | Ev::Arrive(i) => {
                 if let Some(src) = self.srcs.get(i as usize) {
                     crate::engine::prefetch_lines(src, 2);
                 }
+                self.hint_cpu.get(i as usize).copied()
             }
-            Ev::Done(c) => {
-                if let Some(cpu) = self.cpus.get(c as usize) {
-                    crate::engine::prefetch_lines(cpu, 2);
-                }
-            }
-            _ => {}
+            Ev::Done(c) => Some(c),
+            _ => None,
+        };
+        if let Some(cpu) = cpu.and_then(|c| self.cpus.get(c as usize)) {
+            crate::engine::prefetch_lines(cpu, 2);
         }
     }
 }
