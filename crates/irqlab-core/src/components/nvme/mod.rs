@@ -278,7 +278,8 @@ impl Component for Nvme {
         n * g.per_cqe
     }
 
-    /// The handler wrote the CQ head doorbell: entries that landed meanwhile signal anew.
+    /// The handler wrote the CQ head doorbell: entries posted beyond it (landed
+    /// since the handler's last look, or still on their way) signal anew.
     #[inline]
     fn handler_end<P: Has<Self>>(m: &mut Machine<P>, s: &mut Scheduler<Ev>, _c: usize, i: u32, _level: Level) {
         let src = &m.srcs[i as usize];
@@ -289,17 +290,17 @@ impl Component for Nvme {
         let now = s.now();
         let cq = &mut m.parts.get().cqs[q as usize];
         cq.is = false;
-        // What the handler left (landed after it reaped) is what waits now.
+        // What the handler left (posted after it reaped) is what waits now.
         cq.modq.unsignalled = 0;
-        if !cq.posted.is_empty() {
-            cq.modq.add(now, cq.posted.len() as u32);
+        let waiting = cq.posted.len() + cq.landing.len();
+        if waiting > 0 {
+            cq.modq.add(now, waiting as u32);
             cq_signal(m, s, q);
         }
     }
 
-    /// A completion entry landed in host memory: the controller may signal.
+    /// A completion entry landed in host memory, where a handler or a poll finds it.
     fn dma_landed<P: Has<Self>>(m: &mut Machine<P>, s: &mut Scheduler<Ev>, q: u32) {
-        let now = s.now();
         let me = m.parts.get();
         let cq = &mut me.cqs[q as usize];
         let t = cq.landing.pop_front().expect("a landed DMA per completion in flight");
@@ -310,13 +311,9 @@ impl Component for Nvme {
         if let Some(io) = disk.parked.pop_front() {
             dma_out(m, s, d, io);
         }
-        let cq = &mut m.parts.get().cqs[q as usize];
-        if cq.polled {
+        if m.parts.get_ref().cqs[q as usize].polled {
             poll_soon(m, s, q);
-            return;
         }
-        cq.modq.add(now, 1);
-        cq_signal(m, s, q);
     }
 
     /// A poll pass found the CQ (reap what it holds), or a batch of resubmissions went in.
@@ -439,6 +436,14 @@ fn dma_out<P: Has<Nvme>>(m: &mut Machine<P>, s: &mut Scheduler<Ev>, d: u32, (sub
     let sk = c.socket;
     let cost = m.dma_write;
     m.dma(s, DmaFor { owner: P::ID, arg: cq }, cost, sk, link);
+    // The controller signals once it has posted the entry, not once the entry
+    // has landed (a posted write is never acknowledged): the MSI follows the
+    // entry up the link, and PCIe ordering lands the entry first.
+    let c = &mut m.parts.get().cqs[cq as usize];
+    if !c.polled {
+        c.modq.add(s.now(), 1);
+        cq_signal(m, s, cq);
+    }
     disk_kick(m, s, d);
 }
 
