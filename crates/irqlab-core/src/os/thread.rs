@@ -53,6 +53,7 @@ impl<P: Parts> Machine<P> {
     fn start_thread(&mut self, s: &mut Scheduler<Ev>, c: usize) -> bool {
         let Some((owner, arg, len)) = self.cpus[c].threads.pop_front() else { return false };
         self.push_frame(s, c, Frame::new(Work::Thread { owner, arg }, Level::Host, Mask::Open, len));
+        P::thread_start(self, s, c, owner, arg);
         true
     }
 

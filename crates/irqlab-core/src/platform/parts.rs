@@ -125,6 +125,10 @@ pub trait Component: Default + Sized {
         false
     }
 
+    /// Thread work the component queued (`Machine::thread_work`) starts on CPU `c`:
+    /// the job's thread is running (what it waited for, it has now).
+    fn thread_start<P: Has<Self>>(_m: &mut Machine<P>, _s: &mut Scheduler<Ev>, _c: usize, _arg: u32) {}
+
     /// Thread work the component queued (`Machine::thread_work`) ran to its end on CPU `c`.
     fn thread_done<P: Has<Self>>(_m: &mut Machine<P>, _s: &mut Scheduler<Ev>, _c: usize, _arg: u32) {}
 
@@ -254,6 +258,11 @@ macro_rules! parts {
                     return <$ty as $crate::platform::parts::Component>::napi_done(m, s, arg);
                 } )+
                 false
+            }
+            fn thread_start(m: &mut $crate::platform::machine::Machine<Self>, s: &mut $crate::engine::Scheduler<$crate::platform::machine::Ev>, c: usize, owner: u8, arg: u32) {
+                $( if owner == <Self as $crate::platform::parts::Has<$ty>>::ID {
+                    return <$ty as $crate::platform::parts::Component>::thread_start(m, s, c, arg);
+                } )+
             }
             fn thread_done(m: &mut $crate::platform::machine::Machine<Self>, s: &mut $crate::engine::Scheduler<$crate::platform::machine::Ev>, c: usize, owner: u8, arg: u32) {
                 $( if owner == <Self as $crate::platform::parts::Has<$ty>>::ID {

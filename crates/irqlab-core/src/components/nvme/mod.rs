@@ -14,8 +14,10 @@
 //! CPU busy in hardirq delays submissions. A polled queue (`moderation.kind =
 //! "polling"`, `io_uring` IOPOLL on a poll queue) has no interrupt: the thread
 //! polls the CQ (`poll` per pass) and reaps in process context. An I/O's
-//! latency runs from its submission to its reaping by the kernel (the handler,
-//! or the poll pass), not to fio's own reaping in user space.
+//! latency runs from its submission to its job's reaping, as fio's clat does:
+//! when the job's thread starts the work for the batch `nvme_irq` reaped
+//! (its `io_getevents` returns), or the poll pass that finds it; with no
+//! `submit` cost, when `nvme_irq` reaps it.
 //!
 //! An I/O is its submission time and its CQ. A channel takes a random queued
 //! command (dies serve out of order; FIFO service would keep every batch of
@@ -120,6 +122,11 @@ pub struct Cq {
     pub irq_since: Ps,
     /// Reaped I/Os whose resubmission (thread work) has not finished, batch by batch.
     pub submitting: VecDeque<u32>,
+    /// Reaped by `nvme_irq` and not yet seen by their jobs' thread: submission
+    /// times, and how many each batch of thread work takes (its latencies are
+    /// recorded when it starts, as fio's clat ends when the job reaps).
+    pub unseen: VecDeque<Ps>,
+    pub unseen_batches: VecDeque<u32>,
 }
 
 pub struct NvmeGroup {
@@ -198,6 +205,8 @@ impl Component for Nvme {
                         polled: n.moderation.kind == ModerationKind::Polling,
                         polling: false,
                         submitting: VecDeque::new(),
+                        unseen: VecDeque::new(),
+                        unseen_batches: VecDeque::new(),
                         irq_since: 0,
                     });
                 }
@@ -313,6 +322,22 @@ impl Component for Nvme {
         }
         if m.parts.get_ref().cqs[q as usize].polled {
             poll_soon(m, s, q);
+        }
+    }
+
+    /// The job's thread runs for a batch that `nvme_irq` reaped: its `io_getevents`
+    /// (or io_uring CQ peek) returns, and fio's completion latency ends here.
+    fn thread_start<P: Has<Self>>(m: &mut Machine<P>, s: &mut Scheduler<Ev>, _c: usize, arg: u32) {
+        if arg & POLL != 0 {
+            return;
+        }
+        let now = s.now();
+        let me = m.parts.get();
+        let cq = &mut me.cqs[arg as usize];
+        let Some(n) = cq.unseen_batches.pop_front() else { return };
+        let grp = &mut me.groups[me.disks[cq.disk as usize].group as usize];
+        for t in cq.unseen.drain(..n as usize) {
+            grp.latency.record(now - t);
         }
     }
 
@@ -493,10 +518,20 @@ fn reap_entries<P: Has<Nvme>>(m: &mut Machine<P>, s: &mut Scheduler<Ev>, c: usiz
     let d = cq.disk;
     let g = me.disks[d as usize].group as usize;
     let grp = &mut me.groups[g];
+    // The kernel completes the requests here; fio sees them when the job's
+    // thread runs (`thread_start`), or now if the thread's time is not modelled.
+    let job_later = grp.submit > 0 && !cq.polled;
     for t in cq.posted.drain(..) {
-        grp.latency.record(now - t);
+        if job_later {
+            cq.unseen.push_back(t);
+        } else {
+            grp.latency.record(now - t);
+        }
         grp.completed += 1;
         cq.outstanding -= 1;
+    }
+    if job_later && n > 0 {
+        cq.unseen_batches.push_back(n as u32);
     }
     let (submit, per_cqe, polled) = (grp.submit, grp.per_cqe, cq.polled);
     let irq = grp.handler + n * per_cqe;
