@@ -78,6 +78,8 @@ pub struct Stats {
     pub its_cmds: u64,
     pub its_wait: Ps,
     pub maintenance: u64,
+    /// Blocked vCPUs woken at schedule-out because a vLPI was pending (`PendingLast`).
+    pub pending_last_wakes: u64,
 }
 
 /// One vCPU's vPE.
@@ -183,9 +185,17 @@ impl Component for Gic {
         // Every MSI sent is in flight, pending at a vCPU, or handled by the guest: none lost, none twice.
         let h = dep::<Hypervisor, P>(m);
         let (taken, pending) = (h.virqs_taken, h.virqs_outstanding());
+        // vLPIs pending on a blocked vCPU that nothing will wake: not current on a pCPU
+        // (whose schedule-out reads PendingLast), and (below) no doorbell on its way.
+        let blocked: Vec<(usize, usize)> = (h.vcpus.iter().enumerate())
+            .filter(|&(v, vc)| vc.state == VcpuState::Blocked && h.pcpus[vc.processor as usize].cur != Some(v as u32))
+            .map(|(v, vc)| (v, vc.virqs.len()))
+            .collect();
         let g = m.parts.get_ref();
         let inflight = g.inflight.iter().filter(|x| x.is_some()).count() as u64;
         r.metric("gic.vlpis_unaccounted", g.sent as f64 - (taken + pending + inflight) as f64);
+        let stranded: usize = blocked.iter().filter(|&&(v, _)| !g.vpes.get(v).is_some_and(|vp| vp.db_raised)).map(|&(_, n)| n).sum();
+        r.metric("gic.vlpis_stranded", stranded as f64);
         let st = &g.stats;
         let per_s = |x: u64| x as f64 / secs;
         r.metric("gic.vlpis_per_s", per_s(st.vlpis));
@@ -201,6 +211,7 @@ impl Component for Gic {
         r.metric("gic.its_cmds_per_s", per_s(st.its_cmds));
         r.metric("gic.its_wait_mean_ns", if st.its_cmds > 0 { st.its_wait as f64 / st.its_cmds as f64 / 1e3 } else { 0.0 });
         r.metric("gic.maintenance_per_s", per_s(st.maintenance));
+        r.metric("gic.pending_last_wakes_per_s", per_s(st.pending_last_wakes));
         // The doorbell invariant's counts (tests): non-resident periods ended, those
         // with a vLPI while the doorbell was unmasked, and those that rang it.
         r.metric("gic.periods", st.periods as f64);
@@ -324,14 +335,21 @@ fn vpendbaser(g: &mut Gic) -> Ps {
 }
 
 /// Schedule-out: clear Valid, poll Dirty; unmask the doorbell if the vCPU
-/// blocked (or always, with `doorbell = "descheduled"`).
+/// blocked (or always, with `doorbell = "descheduled"`). A doorbell rings only
+/// for a vLPI that comes later: one that reached the resident vPE after the
+/// vCPU blocked shows as `PendingLast` and wakes it here (Linux
+/// `its_vpe_deschedule` reads it; KVM's `kvm_vcpu_check_block` →
+/// `kvm_vgic_vcpu_pending_irq` then does not let the vCPU sleep).
 fn switch_out<P: Parts>(m: &mut Machine<P>, s: &mut Scheduler<Ev>, v: u32) {
     let now = s.now();
-    let blocked = hv(m).vcpus[v as usize].state == VcpuState::Blocked;
+    let vc = &hv(m).vcpus[v as usize];
+    let blocked = vc.state == VcpuState::Blocked;
+    let pending_last = !vc.virqs.is_empty();
     let g = gic(m);
     g.stats.sched_out += 1;
     let mut cost = vpendbaser(g);
-    let arm = blocked || g.doorbell_descheduled;
+    // GICv4.1 promises a doorbell only if PendingLast reads clear (`its_vpe_4_1_deschedule`).
+    let arm = (blocked || g.doorbell_descheduled) && !(g.v41 && pending_last);
     if arm && !g.v41 {
         cost += its_cmd(g, now + cost, v as usize % g.its_free_at.len());
     }
@@ -342,6 +360,10 @@ fn switch_out<P: Parts>(m: &mut Machine<P>, s: &mut Scheduler<Ev>, v: u32) {
     vp.vlpi_armed = false;
     let p = vp.rd;
     hypervisor::hyp_work(m, s, p, cost, None, None);
+    if blocked && pending_last {
+        gic(m).stats.pending_last_wakes += 1;
+        hypervisor::wake(m, s, v, p);
+    }
 }
 
 /// Schedule-in on pCPU `p` (where the vCPU now is): `VMOVP` on every ITS if

@@ -46,6 +46,7 @@ pub(crate) fn m3(sets: &[&str]) -> (BTreeMap<String, f64>, BTreeMap<String, crat
     let out = run(&sc, RunOptions { audit: true, ..Default::default() });
     assert_eq!(out.report.metrics["vblk.bad_completions"], 0.0, "an I/O completed that was not at the device");
     assert_eq!(out.report.metrics["gic.vlpis_unaccounted"], 0.0, "a vLPI was lost or handled twice");
+    assert_eq!(out.report.metrics["gic.vlpis_stranded"], 0.0, "a vLPI is pending on a blocked vCPU that nothing will wake");
     assert_eq!(out.audit.time_reversals, 0);
     (out.report.metrics, out.report.histograms)
 }

@@ -141,7 +141,7 @@ impl Component for Vblk {
         me.clat.reset();
     }
 
-    fn report<P: Has<Self>>(m: &mut Machine<P>, r: &mut Report, _now: Ps, secs: f64) {
+    fn report<P: Has<Self>>(m: &mut Machine<P>, r: &mut Report, now: Ps, secs: f64) {
         let me = m.parts.get_ref();
         if !me.on {
             return;
@@ -150,6 +150,9 @@ impl Component for Vblk {
         r.metric("vblk.completed", me.completed as f64);
         r.metric("vblk.bad_completions", me.bad as f64);
         r.metric("vblk.jobs_without_completion", me.per_job.iter().filter(|&&c| c == 0).count() as f64);
+        // A job stalled late in the run still has completions: the age of the oldest read in flight shows it.
+        let oldest = (me.state.iter().zip(&me.issued)).filter(|&(st, _)| *st != IoState::Submitting).map(|(_, &t)| now - t).max();
+        r.metric("vblk.oldest_inflight_us", oldest.unwrap_or(0) as f64 / 1e6);
         r.histogram("vblk.clat", &me.clat);
     }
 }
