@@ -187,13 +187,31 @@ pub(super) fn tickle<P: Parts>(m: &mut Machine<P>, s: &mut Scheduler<Ev>, v: u32
             return raise_resched(m, s, c, Some(from));
         }
     }
-    // Adaptive WFI: a pCPU idling in a guest's WFI is kicked so that the WFI,
-    // executed again, now traps (another vCPU is runnable there).
+    // Adaptive WFI: a pCPU idling in a guest's WFI is made to execute it again,
+    // now trapping since `v` is tickled to it. Like `tickle_cpu` (`cpu_raise_softirq`),
+    // the pCPU running this code needs no IPI: its guest, with nothing to do, runs WFI
+    // at its entry. Any other is kicked only if it idles in WFI and is not tickled yet.
     if matches!(h.vwfi, Some(Vwfi::Adaptive | Vwfi::Kvm)) {
-        if let Some(&c) = order.iter().find(|&&c| h.pcpus[c as usize].mode == Mode::GuestIdle) {
-            h.stats.ipis += 1;
-            let lat = h.c.ipi_latency;
-            s.after(lat, ev::<P>(HypEv::IpiKick, c));
+        let will_wfi = |c: u32| {
+            h.pcpus[c as usize].cur.is_some_and(|u| {
+                let uc = &h.vcpus[u as usize];
+                uc.cur.is_none() && uc.guest_q.is_empty() && uc.virqs.is_empty()
+            })
+        };
+        let local = order.contains(&from) && !h.pcpus[from as usize].tickled && will_wfi(from);
+        let pick = if local {
+            Some(from)
+        } else {
+            order.iter().copied().find(|&c| h.pcpus[c as usize].mode == Mode::GuestIdle && !h.pcpus[c as usize].tickled)
+        };
+        if let Some(c) = pick {
+            h.vcpus[v as usize].tickled_cpu = Some(c);
+            h.pcpus[c as usize].tickled = true;
+            if c != from {
+                h.stats.ipis += 1;
+                let lat = h.c.ipi_latency;
+                s.after(lat, ev::<P>(HypEv::IpiKick, c));
+            }
         }
     }
 }

@@ -72,6 +72,16 @@ fn adaptive_traps_exactly_when_another_vcpu_is_runnable() {
 }
 
 #[test]
+fn adaptive_kicks_no_pcpu_that_would_not_take_the_woken_vcpu() {
+    // A doorbell rings on the woken vCPU's own pCPU, whose idle guest runs WFI
+    // again at its entry and traps: no IPI there, and none to a pCPU that would not take it.
+    let (m, _) = m3(&[OVERSUBSCRIBED, &["vcpu_sched.vwfi=adaptive", "gic.direct_lpi=true"]].concat());
+    assert!(m["gic.doorbells_per_s"] > 1000.0, "{m:?}");
+    let (ipi, db) = (m["hyp.exits.ipi_per_s"], m["gic.doorbells_per_s"]);
+    assert!(ipi < 0.25 * db, "IPI exits {ipi}/s for {db} doorbells/s");
+}
+
+#[test]
 fn credit2_and_null_agree_with_one_vcpu_per_pcpu() {
     for direct in ["false", "true"] {
         let d = format!("gic.direct_lpi={direct}");
