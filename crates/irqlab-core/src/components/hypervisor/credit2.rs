@@ -8,7 +8,7 @@
 //! is busy. null gives each vCPU one pCPU for good.
 
 use super::params::{SchedKind, Vwfi};
-use super::state::{ev, hv, notify_switch, push_work, raise_resched, HypEv, Hypervisor, Mode, Vcpu, VcpuState};
+use super::state::{ev, hv, notify_switch, push_work, raise_resched, send_ipi, HypEv, Hypervisor, Mode, Vcpu, VcpuState};
 use crate::engine::time::Ps;
 use crate::engine::Scheduler;
 use crate::platform::machine::{Ev, Machine, Parts};
@@ -208,9 +208,7 @@ pub(super) fn tickle<P: Parts>(m: &mut Machine<P>, s: &mut Scheduler<Ev>, v: u32
             h.vcpus[v as usize].tickled_cpu = Some(c);
             h.pcpus[c as usize].tickled = true;
             if c != from {
-                h.stats.ipis += 1;
-                let lat = h.c.ipi_latency;
-                s.after(lat, ev::<P>(HypEv::IpiKick, c));
+                send_ipi(m, from, HypEv::SendKick, c);
             }
         }
     }

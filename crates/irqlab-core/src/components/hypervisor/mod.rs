@@ -120,6 +120,11 @@ impl Component for Hypervisor {
             }
             // The vIRQ is already pending on the vCPU: the exit and the entry deliver it.
             HypEv::IpiKick => hyp_work(m, s, p, 0, None, Some(Exit::Ipi)),
+            HypEv::SendResched | HypEv::SendKick => {
+                let lat = hv(m).c.ipi_latency;
+                let ipi = if e == HypEv::SendResched { HypEv::IpiResched } else { HypEv::IpiKick };
+                s.after(lat, ev::<P>(ipi, p));
+            }
         }
     }
 
@@ -386,9 +391,8 @@ pub fn kick<P: Parts>(m: &mut Machine<P>, s: &mut Scheduler<Ev>, v: u32, from: u
     match vc.state {
         VcpuState::Blocked => wake(m, s, v, from),
         VcpuState::Running if vc.processor != from => {
-            let (to, lat) = (vc.processor, h.c.ipi_latency);
-            h.stats.ipis += 1;
-            s.after(lat, ev::<P>(HypEv::IpiKick, to));
+            let to = vc.processor;
+            send_ipi(m, from, HypEv::SendKick, to);
         }
         _ => {}
     }

@@ -24,6 +24,10 @@ crate::part_events! {
         IpiResched,
         /// An event-check IPI (`vcpu_kick` → `smp_send_event_check_mask`) reached a pCPU (arg: pCPU).
         IpiKick,
+        /// The hypervisor work queued before it is done: send a reschedule IPI (arg: target pCPU).
+        SendResched,
+        /// The same for an event-check IPI (arg: target pCPU).
+        SendKick,
     }
 }
 
@@ -244,13 +248,24 @@ pub(crate) fn split<P: Parts>(m: &mut Machine<P>) -> (&mut Hypervisor, &mut Trac
 pub(crate) fn raise_resched<P: Parts>(m: &mut Machine<P>, s: &mut Scheduler<Ev>, to: u32, from: Option<u32>) {
     let h = hv(m);
     h.pcpus[to as usize].tickled = true;
-    if Some(to) == from {
-        h.pcpus[to as usize].resched = true;
-    } else {
-        h.stats.ipis += 1;
-        let lat = h.c.ipi_latency;
-        s.after(lat, ev::<P>(HypEv::IpiResched, to));
+    match from {
+        Some(f) if f == to => h.pcpus[to as usize].resched = true,
+        Some(f) => send_ipi(m, f, HypEv::SendResched, to),
+        None => {
+            h.stats.ipis += 1;
+            let lat = h.c.ipi_latency;
+            s.after(lat, ev::<P>(HypEv::IpiResched, to));
+        }
     }
+}
+
+/// An IPI from pCPU `from` (in the hypervisor) to `to`, sent once the work queued on
+/// `from` is done: in Xen it leaves at the end of `vgic_inject_irq` → `vcpu_kick` →
+/// `vcpu_wake` → `runq_tickle`, after the costs queued before it.
+pub(crate) fn send_ipi<P: Parts>(m: &mut Machine<P>, from: u32, send: HypEv, to: u32) {
+    let h = hv(m);
+    h.stats.ipis += 1;
+    h.pcpus[from as usize].q.push_back(Work { cost: 0, kind: WorkKind::Plain, then: Some(ev::<P>(send, to)) });
 }
 
 /// Context-switch notifications to the dependents that registered for them.
