@@ -29,7 +29,7 @@ pub struct Vblk {
     /// Log-normal shape (σ of the log): the spread of the device latency.
     #[serde(default)]
     pub latency_sigma: f64,
-    /// Transfer time per KiB beyond 4 KiB.
+    /// Transfer time per KiB beyond 4 KiB, added to the log-normal latency (it does not vary).
     #[serde(default)]
     pub per_kib: Time,
     /// Guest CPU per I/O to submit: fio, the read syscall, blk-mq, `nvme_queue_rq`.
