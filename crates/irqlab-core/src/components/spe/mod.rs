@@ -50,6 +50,8 @@ crate::part_events! {
         Reclaim,
         /// Policy 3's timer.
         UnpinTimer,
+        /// PMBIRQ after the profiling unit reached PMBLIMITR: perf moves the window.
+        WindowIrq,
     }
 }
 
@@ -99,6 +101,8 @@ pub struct Stats {
     pub timer_unpins: u64,
     /// Timer unpins of a buffer in use (must stay 0).
     pub timer_unpins_in_use: u64,
+    /// The profiling unit reached PMBLIMITR and perf moved the window to the other half.
+    pub window_moves: u64,
     pub pinned: Gauge,
     pub pinned_at_teardown: u64,
 }
@@ -135,6 +139,8 @@ pub struct Spe {
     /// The buffer's current placement (changes every `remap_every` enables) and the one pinned.
     gen: u32,
     pinned_gen: u32,
+    /// The half of the buffer that PMBPTR..PMBLIMITR spans (0 or 1), and the one pinned.
+    pinned_half: usize,
     pub pinned_pages: u64,
     last_disable: Ps,
     /// Stage-2 mapping per buffer page.
@@ -228,6 +234,17 @@ impl Component for Spe {
                 let p = hv(m).vcpus[v as usize].processor;
                 hypervisor::hyp_work(m, s, p, cost, Some(P::ev(SpeEv::Mapped, 0)), Some(Exit::Sysreg));
             }
+            SpeEv::WindowIrq => {
+                // perf's handler ends the AUX transaction and begins the next on the
+                // other half: PMBLIMITR_EL1 written to 0, then to the new limit, each
+                // trapped, and KVM applies its policy to the new window.
+                let now = s.now();
+                let me = m.parts.get();
+                let cost = me.on_disable(now) + me.on_enable(now);
+                let v = me.vcpu;
+                let p = hv(m).vcpus[v as usize].processor;
+                hypervisor::hyp_work(m, s, p, cost, Some(P::ev(SpeEv::Mapped, 0)), Some(Exit::Sysreg));
+            }
             SpeEv::Mapped => {
                 let now = s.now();
                 let me = m.parts.get();
@@ -244,7 +261,7 @@ impl Component for Spe {
                 let me = m.parts.get();
                 if me.op != Some(Op::Done) {
                     let k = me.rng.as_mut().expect("built").gen_range(0..me.pages) as usize;
-                    if me.pinned_pages == 0 && me.mapped[k] {
+                    if !me.is_pinned(k) && me.mapped[k] {
                         me.mapped[k] = false;
                         me.stats.reclaimed += 1;
                         me.stats.reclaims_per_page[k] += 1;
@@ -307,6 +324,7 @@ impl Component for Spe {
         r.metric("spe.pages_faulting_more_than_unmapped", over as f64);
         r.metric("spe.reclaimed_pages", st.reclaimed as f64);
         r.metric("spe.timer_unpins", st.timer_unpins as f64);
+        r.metric("spe.window_moves", st.window_moves as f64);
         r.metric("spe.timer_unpins_in_use", st.timer_unpins_in_use as f64);
         r.metric("spe.pinned_peak_mb", mb(st.pinned.max()));
         r.metric("spe.pinned_mean_mb", mb(st.pinned.mean(end)));
@@ -334,6 +352,34 @@ impl Spe {
         ((wp / PAGE) % self.pages) as usize
     }
 
+    /// The pages PMBPTR..PMBLIMITR spans, all KVM sees of the buffer: half of
+    /// it. perf's SPE driver limits a session to the AUX watermark, which
+    /// defaults to half the buffer (`rb_alloc_aux`, `__arm_spe_pmu_next_off`),
+    /// or in snapshot mode to half the buffer (`arm_spe_pmu_next_snapshot_off`).
+    fn window(&self) -> u64 {
+        (self.pages / 2).max(1)
+    }
+
+    /// Which half of the buffer page `page` is in.
+    fn half_of(&self, page: usize) -> usize {
+        (page as u64 / self.window()).min(1) as usize
+    }
+
+    /// The pages of half `h`.
+    fn half_pages(&self, h: usize) -> std::ops::Range<usize> {
+        let w = self.window() as usize;
+        if h == 0 {
+            0..w.min(self.pages as usize)
+        } else {
+            w..self.pages as usize
+        }
+    }
+
+    /// Whether page `k` is pinned (host reclaim cannot take it).
+    fn is_pinned(&self, k: usize) -> bool {
+        self.pinned_pages > 0 && self.half_of(k) == self.pinned_half
+    }
+
     fn set_pinned(&mut self, now: Ps, pages: u64) {
         self.pinned_pages = pages;
         self.stats.pinned.set(now, pages as f64);
@@ -353,14 +399,18 @@ impl Spe {
         }
     }
 
-    /// Pins the whole buffer (maps it at stage 2).
-    fn pin_all(&mut self, now: Ps) -> Ps {
-        let t = self.pages * self.c.pin;
+    /// Pins the window the profiling unit writes now (maps it at stage 2).
+    fn pin_window(&mut self, now: Ps) -> Ps {
+        let h = self.half_of(self.page_of(self.wp));
+        let range = self.half_pages(h);
+        let n = range.len() as u64;
+        let t = n * self.c.pin;
         self.stats.pin_ops += 1;
         self.stretch(t);
-        self.mapped.iter_mut().for_each(|x| *x = true);
+        self.mapped[range].iter_mut().for_each(|x| *x = true);
         self.pinned_gen = self.gen;
-        self.set_pinned(now, self.pages);
+        self.pinned_half = h;
+        self.set_pinned(now, n);
         t
     }
 
@@ -370,16 +420,17 @@ impl Spe {
         if self.remap_every > 0 && self.enables > 1 && (self.enables - 1).is_multiple_of(self.remap_every) {
             self.gen += 1;
         }
-        let walk = self.pages * self.c.walk;
+        let walk = self.window() * self.c.walk;
+        let half = self.half_of(self.page_of(self.wp));
         match self.policy.expect("built") {
             Policy::NoPin => 0,
             Policy::PinPerEnable | Policy::Cap => {
                 self.stretch(walk);
-                walk + self.pin_all(now)
+                walk + self.pin_window(now)
             }
             Policy::KeepPinned | Policy::KeepPinnedTimer => {
                 self.stretch(walk);
-                if self.pinned_pages > 0 && self.pinned_gen == self.gen {
+                if self.pinned_pages > 0 && self.pinned_gen == self.gen && self.pinned_half == half {
                     return walk;
                 }
                 let mut t = walk;
@@ -388,7 +439,7 @@ impl Spe {
                     self.unpin_all(now, u);
                     t += u;
                 }
-                t + self.pin_all(now)
+                t + self.pin_window(now)
             }
         }
     }
@@ -528,9 +579,18 @@ fn page_cross<P: Has<Spe>>(m: &mut Machine<P>, s: &mut Scheduler<Ev>) {
     let now = s.now();
     let me = m.parts.get();
     me.writing = None;
+    let before = me.half_of(me.page_of(me.wp));
     me.wp += PAGE - me.wp % PAGE;
     let page = me.page_of(me.wp);
-    if me.guest && !me.mapped[page] {
+    let pins = !matches!(me.policy, None | Some(Policy::NoPin));
+    if me.guest && pins && me.half_of(page) != before {
+        // The unit stopped at PMBLIMITR (a buffer management event): no records
+        // until the new window is set up.
+        me.stats.window_moves += 1;
+        me.blackout_since = Some(now);
+        let d = me.c.pmbirq;
+        s.after(d, P::ev(SpeEv::WindowIrq, 0));
+    } else if me.guest && !me.mapped[page] {
         me.stats.blackouts += 1;
         me.stats.unmapped_writes += 1;
         me.stats.faults_per_page[page] += 1;

@@ -63,22 +63,49 @@ fn pinning_policies_never_black_out_while_enabled() {
     assert!(m2(&["spe.policy=no-pin"])["spe.blackouts"] > 0.0);
 }
 
+/// KVM sees the buffer only through PMBPTR..PMBLIMITR, and perf's driver
+/// limits that window to half the AUX buffer (the default AUX watermark,
+/// `rb_alloc_aux`; `arm_spe_pmu_next_snapshot_off` in snapshot mode): half is
+/// pinned. When the unit reaches the limit, perf moves the window to the other
+/// half (PMBIRQ, two trapped PMBLIMITR writes) and KVM pins that one.
+#[test]
+fn kvm_pins_the_window_perf_programs_half_the_buffer() {
+    for snapshot in ["false", "true"] {
+        let sets = [format!("spe.snapshot={snapshot}")];
+        let quiet = m2(&[sets[0].as_str(), "spe.record_rate=\"0/s\""]);
+        assert_eq!(quiet["spe.pinned_peak_mb"], 8.0, "snapshot {snapshot}: half of 16M");
+        assert_eq!(quiet["spe.window_moves"], 0.0);
+        assert_eq!(quiet["spe.pin_ops"], 51.0);
+        // 20 MB/s through 8M windows: a move every 0.4 s of the 2 s run.
+        let busy = m2(&[sets[0].as_str()]);
+        assert!((4.0..=6.0).contains(&busy["spe.window_moves"]), "{}", busy["spe.window_moves"]);
+        assert_eq!(busy["spe.pinned_peak_mb"], 8.0);
+        assert_eq!(busy["spe.blackouts"], 0.0, "the new window is pinned before the unit writes it");
+    }
+}
+
 #[test]
 fn policy_1_unpins_at_every_disable() {
     let m = m2(&["spe.policy=pin-per-enable"]);
-    assert_eq!(m["spe.pin_ops"], 51.0);
+    // 51 enables by perf at switch-in, and one more each time the window moves.
+    assert_eq!(m["spe.pin_ops"], 51.0 + m["spe.window_moves"]);
     assert_eq!(m["spe.unpin_ops"], m["spe.pin_ops"]);
     assert_eq!(m["spe.pinned_at_teardown_mb"], 0.0);
 }
 
 #[test]
 fn policy_2_pins_an_intersecting_buffer_once_and_keeps_it_pinned() {
-    let m = m2(&["spe.policy=keep-pinned"]);
+    let m = m2(&["spe.policy=keep-pinned", "spe.record_rate=\"0/s\""]);
     assert_eq!(m["spe.pin_ops"], 1.0);
     assert_eq!(m["spe.unpin_ops"], 0.0);
-    assert_eq!(m["spe.pinned_at_teardown_mb"], 16.0, "still pinned after the last disable");
+    assert_eq!(m["spe.pinned_at_teardown_mb"], 8.0, "still pinned after the last disable");
+    // A window that moves to the other half does not intersect: unpin, pin.
+    let w = m2(&["spe.policy=keep-pinned"]);
+    assert!(w["spe.window_moves"] > 0.0);
+    assert_eq!(w["spe.pin_ops"], 1.0 + w["spe.window_moves"]);
+    assert_eq!(w["spe.unpin_ops"], w["spe.window_moves"]);
     // A buffer moved every 10 enables: one pin (and one unpin of the old one) per move.
-    let r = m2(&["spe.policy=keep-pinned", "spe.remap_every=10"]);
+    let r = m2(&["spe.policy=keep-pinned", "spe.remap_every=10", "spe.record_rate=\"0/s\""]);
     assert_eq!(r["spe.pin_ops"], 6.0);
     assert_eq!(r["spe.unpin_ops"], 5.0);
     // The stage-1 walk is still paid at every enable: slower than one pin alone.
@@ -94,7 +121,7 @@ fn policy_3_timer_unpins_only_unused_memory() {
     // With an age longer than any switch-out, the timer never unpins.
     let k = m2(&["spe.policy=keep-pinned-timer", "spe.unpin_timer=\"10ms\"", "spe.unpin_age=\"1s\""]);
     assert_eq!(k["spe.timer_unpins"], 0.0);
-    assert_eq!(k["spe.pin_ops"], 1.0);
+    assert_eq!(k["spe.pin_ops"], 1.0 + k["spe.window_moves"]);
 }
 
 #[test]
@@ -112,7 +139,7 @@ fn without_pinning_each_unmapped_page_written_is_one_blackout() {
 #[test]
 fn per_cpu_mode_enables_once_and_a_cap_shrinks_the_buffer() {
     let m = m2(&["spe.mode=per-cpu"]);
-    assert_eq!(m["spe.pin_ops"], 1.0);
+    assert_eq!(m["spe.pin_ops"], 1.0 + m["spe.window_moves"]);
     let c = m2(&["spe.policy=cap", "spe.cap=\"4M\""]);
     assert_eq!(c["spe.buffer_mb"], 4.0);
     assert!(c["spe.elapsed_s"] < m2(&[])["spe.elapsed_s"]);
