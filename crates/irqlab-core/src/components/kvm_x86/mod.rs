@@ -160,6 +160,7 @@ pub struct KvmModel {
     lvtpc: Lvtpc,
     apicv: bool,
     post_timer: bool,
+    hv_timer: bool,
     /// Mean gap per source (seconds; infinite if off).
     gap: [f64; NSRC],
     c: Costs,
@@ -255,6 +256,7 @@ impl KvmModel {
             lvtpc: k.lvtpc,
             apicv: k.apicv,
             post_timer: k.post_timer,
+            hv_timer: k.hv_timer,
             gap: [
                 gap(r.pmu_overflow),
                 gap(r.ipi),
@@ -436,6 +438,15 @@ impl KvmModel {
             Src::Device => {
                 let posted = self.apicv;
                 self.interrupt(s, v, src, posted);
+            }
+            // On the VMX preemption timer (not posted, with APICv) the expiry is the
+            // vCPU's own exit, or is found at its next entry (the timer is armed in the
+            // VMCS only in guest mode), and KVM injects it there without a request.
+            Src::Timer if self.apicv && !self.post_timer && self.hv_timer => {
+                if self.vcpus[v].phase == Phase::Guest {
+                    self.exit(s, v, 0);
+                }
+                self.interrupt(s, v, src, true);
             }
             Src::Timer => {
                 let posted = self.apicv && self.post_timer;

@@ -105,6 +105,22 @@ fn a_posted_interrupt_in_the_window_does_not_cancel_a_kvm_req_event_one_does() {
     assert!(m["cancels.EVENT.source.device"] > 0.0 && m["cancels.EVENT.source.ipi"] > 0.0);
 }
 
+/// On the VMX preemption timer the guest's timer expires as the vCPU's own
+/// exit (or is found at its next entry) and, with APICv, is injected there
+/// (`apic_timer_expired(apic, false)`): it never cancels. As an hrtimer it
+/// raises a request from outside, and one that lands in the window cancels.
+#[test]
+fn a_timer_on_the_vmx_preemption_timer_never_cancels_an_hrtimer_can() {
+    let rates = "timer = 20000";
+    let long_window = |t: String| t.replace("irqs_off = \"300ns\"", "irqs_off = \"5us\"");
+    let hv = go(&long_window(scenario("\"upstream-after\"", rates, "apicv = true")));
+    let m = &hv.report.metrics;
+    assert_eq!(m["cancels"], 0.0);
+    assert!(m["posted_interrupts"] > 10_000.0, "the timer interrupts reach the guest");
+    let hr = go(&long_window(scenario("\"upstream-after\"", rates, "apicv = true\nhv_timer = false")));
+    assert!(hr.report.metrics["cancels.EVENT.source.timer"] > 100.0);
+}
+
 #[test]
 fn a_host_reschedule_raised_in_the_window_cancels() {
     let t = scenario("\"upstream-after\"", "host_resched = 20000", "")
@@ -154,8 +170,8 @@ fn fixed_lvtpc_raises_event_not_nmi() {
 
 #[test]
 fn requests_raised_with_interrupts_off_cancel() {
-    // Frequent timer and IPI requests against a long IRQs-off window.
-    let text = scenario("\"upstream-after\"", "timer = 20000\nipi = 20000\nother_exits = 20000", "")
+    // Frequent timer and IPI requests (no APICv: each one is KVM_REQ_EVENT) against a long IRQs-off window.
+    let text = scenario("\"upstream-after\"", "timer = 20000\nipi = 20000\nother_exits = 20000", "apicv = false")
         .replace("irqs_off = \"300ns\"", "irqs_off = \"5us\"");
     let out = go(&text);
     let a = out.kvm.as_ref().unwrap();
