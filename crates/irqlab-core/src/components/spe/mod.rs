@@ -64,6 +64,8 @@ enum Op {
     Disable,
     Switch,
     Off,
+    /// perf has exited; the VM runs on for `after`.
+    Linger,
     Teardown,
     Done,
 }
@@ -83,6 +85,8 @@ struct Costs {
 #[derive(Default)]
 pub struct Stats {
     pub started: Ps,
+    /// When perf exited (its last disable done), and when the VM was torn down.
+    pub perf_exited: Option<Ps>,
     pub ended: Option<Ps>,
     pub pin_ops: u64,
     pub unpin_ops: u64,
@@ -123,6 +127,7 @@ pub struct Spe {
     run: Ps,
     seg: Ps,
     off: Ps,
+    after: Ps,
     switches: u32,
     remap_every: u32,
     unpin_timer: Ps,
@@ -178,6 +183,7 @@ impl Component for Spe {
             run: x.task.run.ps(),
             seg: x.task.run.ps() / (x.task.switches as u64 + 1),
             off: x.task.off.ps(),
+            after: x.task.after.ps(),
             switches: x.task.switches,
             remap_every: x.remap_every,
             unpin_timer: x.unpin_timer.map(|t| t.ps()).unwrap_or(0),
@@ -295,7 +301,7 @@ impl Component for Spe {
         }
         let st = &me.stats;
         let end = st.ended.unwrap_or(now);
-        let elapsed = (end - st.started) as f64 / 1e12;
+        let elapsed = (st.perf_exited.unwrap_or(now) - st.started) as f64 / 1e12;
         let mb = |pages: f64| pages * PAGE as f64 / (1 << 20) as f64;
         let ops = st.pin_ops + st.unpin_ops;
         let fixed = me.startup_cost();
@@ -304,7 +310,7 @@ impl Component for Spe {
         r.metric("spe.elapsed_s", elapsed);
         r.metric("spe.effective_mhz", me.run as f64 / 1e12 * me.ghz * 1e3 / elapsed.max(1e-12));
         r.metric("spe.switches", me.switches as f64);
-        let added = (end - st.started).saturating_sub(baseline) as f64 / 1e6;
+        let added = (st.perf_exited.unwrap_or(now) - st.started).saturating_sub(baseline) as f64 / 1e6;
         r.metric("spe.added_per_switch_us", if me.switches > 0 { added / me.switches as f64 } else { added });
         r.metric("spe.buffer_mb", mb(me.pages as f64));
         r.metric("spe.requested_mb", mb(me.requested as f64));
@@ -498,7 +504,8 @@ fn op_at(me: &Spe, k: u64) -> Op {
     }
     match j - body {
         0 => Disable,
-        1 => Teardown,
+        1 => Linger,
+        2 => Teardown,
         _ => Done,
     }
 }
@@ -562,6 +569,11 @@ fn step<P: Has<Spe>>(m: &mut Machine<P>, s: &mut Scheduler<Ev>) {
         Op::Off => {
             let t = me.off;
             cpu(m, s, t)
+        }
+        Op::Linger => {
+            me.stats.perf_exited = Some(now);
+            let t = me.after;
+            s.after(t, P::ev(SpeEv::Step, 0));
         }
         Op::Teardown => {
             // The VM goes away: KVM releases whatever it still pins.

@@ -125,6 +125,10 @@ pub struct ProfiledTask {
     /// How long another task runs at each switch-out.
     #[serde(default)]
     pub off: Time,
+    /// How long the VM runs on after perf exits, before it is torn down: what a
+    /// policy leaves pinned meanwhile (policy 2 keeps it; policy 3's timer frees it).
+    #[serde(default)]
+    pub after: Time,
 }
 
 #[derive(Clone, Debug, Default, Deserialize, Serialize, JsonSchema)]

@@ -124,6 +124,23 @@ fn policy_3_timer_unpins_only_unused_memory() {
     assert_eq!(k["spe.pin_ops"], 1.0 + k["spe.window_moves"]);
 }
 
+/// After perf exits the VM runs on: policy 2 keeps the last window pinned
+/// (the guest never enables a buffer again), policy 3's timer frees it; the
+/// command's elapsed time ends when perf does.
+#[test]
+fn after_perf_exits_policy_2_keeps_memory_pinned_and_policy_3_frees_it() {
+    let quiet = "spe.record_rate=\"0/s\"";
+    let two = m2(&["spe.policy=keep-pinned", quiet, "spe.task.after=\"1s\""]);
+    assert_eq!(two["spe.pinned_at_teardown_mb"], 8.0);
+    let timer = ["spe.policy=keep-pinned-timer", quiet, "spe.unpin_timer=\"100ms\"", "spe.unpin_age=\"1s\""];
+    let three = m2(&[timer.as_slice(), &["spe.task.after=\"2s\""]].concat());
+    assert_eq!(three["spe.pinned_at_teardown_mb"], 0.0);
+    assert_eq!(three["spe.timer_unpins"], 1.0, "switch-outs are shorter than the age: only the linger unpins");
+    let at_exit = m2(&[timer.as_slice(), &["spe.task.after=\"0s\""]].concat());
+    assert_eq!(at_exit["spe.pinned_at_teardown_mb"], 8.0);
+    assert_eq!(three["spe.elapsed_s"], at_exit["spe.elapsed_s"]);
+}
+
 #[test]
 fn without_pinning_each_unmapped_page_written_is_one_blackout() {
     let m = m2(&["spe.policy=no-pin"]);
