@@ -307,6 +307,13 @@ impl Component for Spe {
         let fixed = me.startup_cost();
         let baseline = me.run + fixed + me.switches as u64 * (me.off + 2 * me.c.switch);
         r.metric("spe.finished", st.ended.is_some() as u8 as f64);
+        if st.perf_exited.is_none() {
+            r.warn(format!(
+                "spe: the profiled command had not finished when the run ended at {:.3} s: spe.elapsed_s is a lower \
+                 bound; raise `duration`",
+                now as f64 / 1e12
+            ));
+        }
         r.metric("spe.elapsed_s", elapsed);
         r.metric("spe.effective_mhz", me.run as f64 / 1e12 * me.ghz * 1e3 / elapsed.max(1e-12));
         r.metric("spe.switches", me.switches as f64);

@@ -142,6 +142,14 @@ fn after_perf_exits_policy_2_keeps_memory_pinned_and_policy_3_frees_it() {
 }
 
 #[test]
+fn a_run_too_short_for_the_command_says_so() {
+    let sc = crate::load(BASE, "m2.toml", &["duration=\"1s\"".to_string()]).expect("valid scenario");
+    let out = run(&sc, RunOptions::default());
+    assert_eq!(out.report.metrics["spe.finished"], 0.0);
+    assert!(out.report.warnings.iter().any(|w| w.contains("had not finished")), "{:?}", out.report.warnings);
+}
+
+#[test]
 fn without_pinning_each_unmapped_page_written_is_one_blackout() {
     let m = m2(&["spe.policy=no-pin"]);
     assert!(m["spe.blackouts"] > 10.0);
