@@ -37,7 +37,13 @@ def whatif(
     irq_handler_ns: Annotated[float, typer.Option(help="Interrupt handler length (assumption).")] = 1000,
     cpus: Annotated[str, typer.Option(help="CPU counts to model, comma-separated.")] = "1,8,72",
     base: Annotated[Path | None, typer.Option(help="Scenario whose exception costs to start from.")] = None,
-    wedge_ms: Annotated[float, typer.Option(help="How long the wedged CPU keeps interrupts masked.")] = 10,
+    wedge_ms: Annotated[
+        float,
+        typer.Option(
+            help="How long the wedged CPU keeps interrupts masked, from 10 us before the request; "
+            "the requester waits up to 10 s (nmi_trigger_cpumask_backtrace)."
+        ),
+    ] = 10,
     sdei_dispatch_ns: Annotated[
         str, typer.Option(help="SDEI firmware entry + dispatch costs to try (an assumption).")
     ] = "1000,10000,100000",
