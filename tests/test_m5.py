@@ -19,9 +19,10 @@ def test_m5_figures_pass(tmp_path: Path) -> None:
     assert_ok(p)
     rows = json.loads((tmp_path / "figures.json").read_text())["figures"]
     assert len(rows) == 11
-    # Two predictions miss (docs/m5-global-interrupt-moderation.md, "What the
-    # model gets wrong"): the no-moderation IOPS and p99; every other figure holds.
-    misses = {"8 SSDs, no moderation", "8 SSDs, no moderation, p99 latency"}
+    # Three predictions miss (docs/m5-global-interrupt-moderation.md, "What the
+    # model gets wrong"): the no-moderation IOPS and p99, the NIC's static
+    # coalescing; every other figure holds.
+    misses = {"8 SSDs, no moderation", "8 SSDs, no moderation, p99 latency", "100G NIC, static coalescing"}
     bad = [r for r in rows if not r["within_tolerance"] and r["name"] not in misses]
     assert not bad, bad
     by = {r["name"]: r for r in rows}

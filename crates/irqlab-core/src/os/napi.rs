@@ -103,7 +103,15 @@ impl<P: Parts> Machine<P> {
     }
 
     /// A poll round ended: its owner hands the work on; then repoll or complete.
+    /// First, what landed while it ran and fits its budget is taken in the same
+    /// round (the driver reads its completion queue as it goes).
     pub fn napi_done(&mut self, s: &mut Scheduler<Ev>, c: usize, q: u32, level: Level) {
+        let n = self.napis[q as usize];
+        let more = P::napi_continue(self, n.owner, n.arg);
+        if more > 0 {
+            self.set_phase(s, c, Work::Napi { q }, Mask::Open, more);
+            return;
+        }
         self.pop_frame(s, c);
         self.napis[q as usize].scheduled = false;
         let n = self.napis[q as usize];

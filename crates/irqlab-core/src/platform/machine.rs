@@ -57,6 +57,7 @@ pub trait Parts: Default + Sized {
     fn msi_posted(m: &mut Machine<Self>, s: &mut Scheduler<Ev>, i: u32, poster: u8);
     fn dma_landed(m: &mut Machine<Self>, s: &mut Scheduler<Ev>, owner: u8, arg: u32);
     fn napi_poll(m: &mut Machine<Self>, owner: u8, arg: u32) -> Ps;
+    fn napi_continue(m: &mut Machine<Self>, owner: u8, arg: u32) -> Ps;
     fn napi_done(m: &mut Machine<Self>, s: &mut Scheduler<Ev>, owner: u8, arg: u32) -> bool;
     fn thread_start(m: &mut Machine<Self>, s: &mut Scheduler<Ev>, c: usize, owner: u8, arg: u32);
     fn thread_done(m: &mut Machine<Self>, s: &mut Scheduler<Ev>, c: usize, owner: u8, arg: u32);

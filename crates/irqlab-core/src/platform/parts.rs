@@ -120,6 +120,12 @@ pub trait Component: Default + Sized {
         0
     }
 
+    /// The poll round reached the end of what it took: more time if it takes
+    /// more (a driver reads its completions as it goes, up to the budget), or 0.
+    fn napi_continue<P: Has<Self>>(_m: &mut Machine<P>, _arg: u32) -> Ps {
+        0
+    }
+
     /// The poll round ended (`napi_poll` returned): whether to poll again.
     fn napi_done<P: Has<Self>>(_m: &mut Machine<P>, _s: &mut Scheduler<Ev>, _arg: u32) -> bool {
         false
@@ -250,6 +256,12 @@ macro_rules! parts {
             fn napi_poll(m: &mut $crate::platform::machine::Machine<Self>, owner: u8, arg: u32) -> $crate::engine::Ps {
                 $( if owner == <Self as $crate::platform::parts::Has<$ty>>::ID {
                     return <$ty as $crate::platform::parts::Component>::napi_poll(m, arg);
+                } )+
+                0
+            }
+            fn napi_continue(m: &mut $crate::platform::machine::Machine<Self>, owner: u8, arg: u32) -> $crate::engine::Ps {
+                $( if owner == <Self as $crate::platform::parts::Has<$ty>>::ID {
+                    return <$ty as $crate::platform::parts::Component>::napi_continue(m, arg);
                 } )+
                 0
             }

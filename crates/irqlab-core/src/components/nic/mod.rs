@@ -306,6 +306,22 @@ impl Component for Nic {
         len
     }
 
+    /// `mlx5e_poll_rx_cq` reads CQEs until the budget or an empty queue: frames
+    /// that landed while the round ran are taken in it, `per_packet` each.
+    fn napi_continue<P: Has<Self>>(m: &mut Machine<P>, q: u32) -> Ps {
+        let me = m.parts.get();
+        let rx = &mut me.rxqs[q as usize];
+        let grp = &me.groups[rx.group as usize];
+        let more = (rx.ring_pkts.len() as u32 - rx.poll_n).min(grp.budget - rx.poll_n);
+        if more == 0 {
+            return 0;
+        }
+        rx.poll_n += more;
+        let (napi, n) = (rx.napi, rx.poll_n);
+        m.napis[napi as usize].work = n;
+        more as Ps * grp.per_packet
+    }
+
     /// Hands the round's packets up the stack; then repoll (budget used up, or
     /// busy polling with more waiting) or complete and re-arm.
     fn napi_done<P: Has<Self>>(m: &mut Machine<P>, s: &mut Scheduler<Ev>, q: u32) -> bool {
