@@ -189,7 +189,11 @@ impl Component for Spe {
             unpin_timer: x.unpin_timer.map(|t| t.ps()).unwrap_or(0),
             unpin_age: x.unpin_age.ps(),
             record_rate: x.record_rate.0,
-            reclaim_rate: x.reclaim_rate.0,
+            // Per-page aging is one process over all pages at pages / age (a page is picked at random).
+            reclaim_rate: match x.page_age {
+                Some(age) => pages as f64 / (age.ps() as f64 * 1e-12),
+                None => x.reclaim_rate.0,
+            },
             ghz: x.clock_ghz,
             c: Costs {
                 pin: scale(k.pin_page),

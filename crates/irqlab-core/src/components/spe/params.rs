@@ -205,9 +205,14 @@ pub struct Spe {
     pub unpin_timer: Option<Time>,
     #[serde(default)]
     pub unpin_age: Time,
-    /// Host reclaim and aging: buffer pages per second unmapped at stage 2 (unpinned ones only).
+    /// Host reclaim and aging: buffer pages per second unmapped at stage 2 (unpinned ones only),
+    /// for the whole buffer whatever its size.
     #[serde(default)]
     pub reclaim_rate: Rate,
+    /// Or per page: a mapped, unpinned buffer page is unmapped after this long on
+    /// average (host aging sees pages, not buffers: a larger buffer loses more per second).
+    #[serde(default)]
+    pub page_age: Option<Time>,
     /// Guest memory: the buffer must fit.
     #[serde(default = "d_mem")]
     pub guest_memory: Size,
@@ -291,6 +296,14 @@ impl Spe {
         }
         if !(self.reclaim_rate.0.is_finite() && self.reclaim_rate.0 >= 0.0 && self.reclaim_rate.0 <= 1e9) {
             return err(format!("{p}.reclaim_rate"), "must be between 0 and 1G pages/s");
+        }
+        if let Some(age) = self.page_age {
+            if self.reclaim_rate.0 > 0.0 {
+                return err(format!("{p}.page_age"), "give page_age or reclaim_rate, not both");
+            }
+            if age.ps() == 0 {
+                return err(format!("{p}.page_age"), "must be above 0 (a page's mean life at stage 2)");
+            }
         }
         if !(self.debug_factor.is_finite() && (1.0..=1000.0).contains(&self.debug_factor)) {
             return err(format!("{p}.debug_factor"), format!("{} is out of range, expected 1 to 1000", self.debug_factor));

@@ -192,6 +192,24 @@ fn bad_input_names_its_key() {
     bad(&["spe.vcpu=3"], "spe.vcpu");
     bad(&["warmup=\"1s\""], "warmup");
     bad(&["spe.buffer=\"12Q\""], "spe.buffer");
+    bad(&["spe.page_age=\"10s\""], "spe.page_age"); // BASE gives reclaim_rate too
+    bad(&["spe.reclaim_rate=\"0/s\"", "spe.page_age=\"0s\""], "spe.page_age");
+}
+
+/// Host aging sees pages: with a life per page, a larger buffer loses more
+/// pages per second and, unpinned, blacks out more. (A rate for the whole
+/// buffer made a small one's pages each go far more often: fewer blackouts
+/// the larger the buffer.)
+#[test]
+fn with_aging_per_page_blackouts_grow_with_the_buffer() {
+    let run = |buffer: &str| {
+        let b = format!("spe.buffer=\"{buffer}\"");
+        m2(&["spe.policy=no-pin", "spe.reclaim_rate=\"0/s\"", "spe.page_age=\"2s\"", b.as_str()])
+    };
+    let (small, large) = (run("4M"), run("64M"));
+    assert!(large["spe.reclaimed_pages"] > 10.0 * small["spe.reclaimed_pages"]);
+    assert!(large["spe.blackouts"] > small["spe.blackouts"], "{} vs {}", large["spe.blackouts"], small["spe.blackouts"]);
+    assert_eq!(large["spe.blackouts"], large["spe.unmapped_writes"]);
 }
 
 #[test]
