@@ -123,10 +123,9 @@ pub struct Cq {
     /// Reaped I/Os whose resubmission (thread work) has not finished, batch by batch.
     pub submitting: VecDeque<u32>,
     /// Reaped by `nvme_irq` and not yet seen by their jobs' thread: submission
-    /// times, and how many each batch of thread work takes (its latencies are
-    /// recorded when it starts, as fio's clat ends when the job reaps).
+    /// times, taken batch by batch (`submitting`) when its thread work starts,
+    /// as fio's clat ends when the job reaps.
     pub unseen: VecDeque<Ps>,
-    pub unseen_batches: VecDeque<u32>,
 }
 
 pub struct NvmeGroup {
@@ -206,7 +205,6 @@ impl Component for Nvme {
                         polling: false,
                         submitting: VecDeque::new(),
                         unseen: VecDeque::new(),
-                        unseen_batches: VecDeque::new(),
                         irq_since: 0,
                     });
                 }
@@ -334,7 +332,12 @@ impl Component for Nvme {
         let now = s.now();
         let me = m.parts.get();
         let cq = &mut me.cqs[arg as usize];
-        let Some(n) = cq.unseen_batches.pop_front() else { return };
+        if cq.polled {
+            return; // its poll pass recorded them
+        }
+        // The batch starting is the oldest not yet resubmitted: `resubmit` pops
+        // `submitting` when it ends, and a CQ's batches run in turn on its CPU.
+        let Some(&n) = cq.submitting.front() else { return };
         let grp = &mut me.groups[me.disks[cq.disk as usize].group as usize];
         for t in cq.unseen.drain(..n as usize) {
             grp.latency.record(now - t);
@@ -529,9 +532,6 @@ fn reap_entries<P: Has<Nvme>>(m: &mut Machine<P>, s: &mut Scheduler<Ev>, c: usiz
         }
         grp.completed += 1;
         cq.outstanding -= 1;
-    }
-    if job_later && n > 0 {
-        cq.unseen_batches.push_back(n as u32);
     }
     let (submit, per_cqe, polled) = (grp.submit, grp.per_cqe, cq.polled);
     let irq = grp.handler + n * per_cqe;

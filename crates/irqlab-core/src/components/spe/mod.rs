@@ -416,9 +416,8 @@ impl Spe {
         }
     }
 
-    /// Pins the window the profiling unit writes now (maps it at stage 2).
-    fn pin_window(&mut self, now: Ps) -> Ps {
-        let h = self.half_of(self.page_of(self.wp));
+    /// Pins half `h`, the window the profiling unit writes now (maps it at stage 2).
+    fn pin_window(&mut self, now: Ps, h: usize) -> Ps {
         let range = self.half_pages(h);
         let n = range.len() as u64;
         let t = n * self.c.pin;
@@ -443,7 +442,7 @@ impl Spe {
             Policy::NoPin => 0,
             Policy::PinPerEnable | Policy::Cap => {
                 self.stretch(walk);
-                walk + self.pin_window(now)
+                walk + self.pin_window(now, half)
             }
             Policy::KeepPinned | Policy::KeepPinnedTimer => {
                 self.stretch(walk);
@@ -456,7 +455,7 @@ impl Spe {
                     self.unpin_all(now, u);
                     t += u;
                 }
-                t + self.pin_window(now)
+                t + self.pin_window(now, half)
             }
         }
     }
