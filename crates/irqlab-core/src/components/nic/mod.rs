@@ -58,8 +58,14 @@ pub struct RxQueue {
     /// Its NAPI context (`Machine::napi_register`).
     pub napi: u32,
     pub rng: Rng,
-    /// Mean gap between packets on this queue, seconds.
-    pub mean_gap_s: f64,
+    /// Mean gap between trains on this queue, from the last frame of one to
+    /// the first of the next, seconds (with `train` 1, between frames).
+    pub idle_gap_s: f64,
+    /// Frames per train, the frames still to come in this one, and their
+    /// spacing (a frame's mean time on the wire at link speed).
+    pub train: u32,
+    pub train_left: u32,
+    pub wire_ps: Ps,
     pub ring: u32,
     /// Packets in flight through the fabric, then in the ring: (arrived, bytes).
     pub landing: VecDeque<(Ps, u32)>,
@@ -136,6 +142,11 @@ impl Component for Nic {
                 (*b, acc)
             });
             let pkts_per_s = n.gbps * 1e9 / 8.0 / mean_wire;
+            let wire_s = mean_wire * 8.0 / (n.link_gbps.unwrap_or(n.gbps) * 1e9);
+            // A train of `train` frames takes (train - 1) wire times from its
+            // first frame to its last; the idle gap keeps the mean load.
+            let mean_gap_s = n.queues as f64 / pkts_per_s;
+            let idle_gap_s = n.train as f64 * mean_gap_s - (n.train - 1) as f64 * wire_s;
             me.groups.push(NicGroup {
                 name: n.name.clone(),
                 sizes: cdf.collect(),
@@ -205,7 +216,10 @@ impl Component for Nic {
                     src,
                     napi,
                     rng: stream(seed, &format!("nic/{}.rx{q}", n.name)),
-                    mean_gap_s: n.queues as f64 / pkts_per_s,
+                    idle_gap_s,
+                    train: n.train,
+                    train_left: n.train,
+                    wire_ps: s_to_ps(wire_s),
                     ring: n.ring,
                     landing: VecDeque::new(),
                     ring_pkts: VecDeque::new(),
@@ -222,7 +236,7 @@ impl Component for Nic {
 
     fn start<P: Has<Self>>(m: &mut Machine<P>, s: &mut Scheduler<Ev>) {
         for (q, rx) in m.parts.get().rxqs.iter_mut().enumerate() {
-            let gap = exp_sample(&mut rx.rng, rx.mean_gap_s);
+            let gap = exp_sample(&mut rx.rng, rx.idle_gap_s);
             s.at(s_to_ps(gap), P::ev(NicEv::PktArrive, q as u32));
         }
     }
@@ -405,7 +419,14 @@ fn pkt_arrive<P: Has<Nic>>(m: &mut Machine<P>, s: &mut Scheduler<Ev>, q: u32) {
     let me = m.parts.get();
     let rx = &mut me.rxqs[q as usize];
     let g = rx.group as usize;
-    s.at(now + s_to_ps(exp_sample(&mut rx.rng, rx.mean_gap_s)), P::ev(NicEv::PktArrive, q));
+    let next = if rx.train_left > 1 {
+        rx.train_left -= 1;
+        now + rx.wire_ps
+    } else {
+        rx.train_left = rx.train;
+        now + s_to_ps(exp_sample(&mut rx.rng, rx.idle_gap_s))
+    };
+    s.at(next, P::ev(NicEv::PktArrive, q));
     let u: f64 = rx.rng.gen();
     let grp = &mut me.groups[g];
     let bytes = grp.sizes.iter().find(|(_, c)| u < *c).unwrap_or(grp.sizes.last().expect("a size")).0;
