@@ -38,7 +38,14 @@ def _cpu_seconds(pid: int) -> float:
 
 @pytest.mark.skipif(not Path("/proc/self/stat").exists(), reason="needs /proc to see the run start")
 @pytest.mark.parametrize("command", [["run"], ["sweep", "--grid", "seed=1,2", "--workers", "2"]], ids=["run", "sweep"])
-def test_sigint_stops_a_long_run_with_exit_130(tmp_path: Path, command: list[str]) -> None:
+@pytest.mark.parametrize(
+    ("sig", "code", "line"),
+    [(signal.SIGINT, 130, "error: interrupted"), (signal.SIGTERM, 143, "error: terminated")],
+    ids=["sigint", "sigterm"],
+)
+def test_a_signal_stops_a_long_run_with_one_line(
+    tmp_path: Path, command: list[str], sig: signal.Signals, code: int, line: str
+) -> None:
     sc = tmp_path / "long.toml"
     sc.write_text(LONG)
     out = tmp_path / "out"
@@ -59,13 +66,13 @@ def test_sigint_stops_a_long_run_with_exit_130(tmp_path: Path, command: list[str
         while _cpu_seconds(p.pid) < 1.0 and p.poll() is None and time.monotonic() < deadline:
             time.sleep(0.1)
         assert p.poll() is None, "the run ended before it could be interrupted"
-        p.send_signal(signal.SIGINT)
+        p.send_signal(sig)
         _, err = p.communicate(timeout=60)
     finally:
         if p.poll() is None:
             p.kill()
-    assert p.returncode == 130, err
-    assert err.strip().splitlines() == ["error: interrupted"], err
+    assert p.returncode == code, err
+    assert err.strip().splitlines() == [line], err
     assert not out.exists(), "a stopped run left an output"
 
 
@@ -102,3 +109,17 @@ def test_ctrl_c_waits_for_the_stopped_run_to_return() -> None:
     finally:
         signal.signal(signal.SIGINT, old)
     assert returned == [True], "in_worker returned before the stopped run did"
+
+
+def test_a_run_publishes_how_far_its_simulated_time_has_got() -> None:
+    """What `in_worker`'s bar shows: the core publishes its clock to the run's
+    flag every few thousand events, so it reaches the run's end, and never passes it."""
+    from irqlab import _core
+    from irqlab._util import _sim_time
+
+    flag = _core.StopFlag()
+    assert flag.sim_ps() == 0
+    _core.run(LONG, "long.toml", ["duration=50ms"], None, False, flag)
+    seen = flag.sim_ps()
+    assert 0.9 * 50e9 < seen <= 50e9, seen
+    assert [_sim_time(x) for x in (30.0, 0.0125, 850e-6, 2e-9)] == ["30 s", "12.5 ms", "850 us", "2 ns"]

@@ -39,10 +39,12 @@ def load(text: str, origin: str, overrides: list[str] = ...) -> str:
     """`load_scenario` under its short name."""
 
 class StopFlag:
-    """Stops the runs given it (Ctrl-C): they end as KeyboardInterrupt."""
+    """Stops the runs given it (Ctrl-C): they end as KeyboardInterrupt.
+    `sim_ps()`: the simulated time the run has reached, in ps."""
     def __init__(self) -> None: ...
     def set(self) -> None: ...
     def is_set(self) -> bool: ...
+    def sim_ps(self) -> int: ...
 
 def run(
     text: str,

@@ -6,6 +6,7 @@
 use crate::components::kvm_x86::{KvmAudit, KvmModel};
 use crate::components::Components;
 use crate::engine::protocol::{self, Span};
+use crate::engine::sim::RunControl;
 use crate::engine::stats::Report;
 use crate::engine::trace::TraceBounds;
 use crate::engine::Ps;
@@ -14,8 +15,6 @@ use crate::platform::machine::{Machine, Parts};
 use crate::scenario::Scenario;
 use serde::Serialize;
 use std::collections::BTreeMap;
-use std::sync::atomic::AtomicBool;
-use std::sync::Arc;
 
 pub struct RunOutput {
     pub report: Report,
@@ -41,8 +40,9 @@ pub struct RunOptions {
     pub trace_to: Option<std::path::PathBuf>,
     /// Keep what invariant checks need (delivered ids, fabric intervals).
     pub audit: bool,
-    /// Set from outside (Ctrl-C) to end the run early: `RunOutput::stopped` then says so.
-    pub stop: Option<Arc<AtomicBool>>,
+    /// Shared with the caller: its stop flag (Ctrl-C) ends the run early (`RunOutput::stopped`
+    /// then says so), and the run publishes its simulated time there.
+    pub stop: Option<RunControl>,
 }
 
 /// The models a scenario can name. KVM x86's VM-enter loop is a model of its

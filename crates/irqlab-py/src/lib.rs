@@ -11,8 +11,7 @@ use pyo3::exceptions::{PyKeyboardInterrupt, PyRuntimeError, PyValueError};
 use pyo3::prelude::*;
 use pyo3::types::PyBytes;
 use std::panic::{catch_unwind, AssertUnwindSafe};
-use std::sync::atomic::{AtomicBool, Ordering};
-use std::sync::Arc;
+use std::sync::atomic::Ordering;
 
 create_exception!(irqlab._core, ScenarioError, PyValueError, "A scenario, override or option is invalid; the message is one line.");
 
@@ -45,10 +44,11 @@ fn load_scenario(text: &str, origin: &str, overrides: Vec<String>) -> PyResult<S
     serde_json::to_string(&sc).map_err(|e| PyRuntimeError::new_err(e.to_string()))
 }
 
-/// A flag that stops the runs given it (Ctrl-C): `set()` from any thread.
+/// A flag that stops the runs given it (Ctrl-C): `set()` from any thread;
+/// `sim_ps()` is the simulated time the run has reached (a progress bar).
 #[pyclass(frozen)]
 #[derive(Default)]
-struct StopFlag(Arc<AtomicBool>);
+struct StopFlag(irqlab_core::engine::sim::RunControl);
 
 #[pymethods]
 impl StopFlag {
@@ -57,10 +57,13 @@ impl StopFlag {
         Self::default()
     }
     fn set(&self) {
-        self.0.store(true, Ordering::Relaxed);
+        self.0.stop.store(true, Ordering::Relaxed);
     }
     fn is_set(&self) -> bool {
-        self.0.load(Ordering::Relaxed)
+        self.0.stop.load(Ordering::Relaxed)
+    }
+    fn sim_ps(&self) -> u64 {
+        self.0.now.load(Ordering::Relaxed)
     }
 }
 
@@ -123,6 +126,13 @@ fn run(
     trace_to: Option<std::path::PathBuf>,
 ) -> PyResult<(String, PyObject)> {
     let sc = load(text, origin, overrides)?;
+    // A replay source draws nothing of its own: without its recorded arrivals
+    // the run would report zeros that look like a result.
+    if let Some(i) = sc.sources.iter().position(|s| s.replay.is_some()) {
+        return Err(ScenarioError::new_err(format!(
+            "{origin}: source[{i}].replay: replays a recorded trace: expected `irqlab replay TRACE --scenario {origin}`"
+        )));
+    }
     let trace = trace || trace_to.is_some();
     if !force {
         // A streamed trace costs no memory per event.

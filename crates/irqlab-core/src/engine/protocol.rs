@@ -3,12 +3,10 @@
 //! end, report, audit, and close the trace. One loop for all, so warm-up,
 //! tracing and the time audit behave the same in every model.
 
-use super::sim::{Model, Scheduler};
+use super::sim::{Model, RunControl, Scheduler};
 use super::stats::Report;
 use super::time::Ps;
 use super::trace::{TraceBounds, Tracer};
-use std::sync::atomic::AtomicBool;
-use std::sync::Arc;
 
 pub trait Protocol: Model + Sized {
     /// What the model is built from (a scenario).
@@ -60,7 +58,7 @@ pub fn run_stoppable<M: Protocol>(
     cfg: &M::Config,
     seed: u64,
     span: Span,
-    stop: Option<Arc<AtomicBool>>,
+    control: Option<RunControl>,
     prepare: impl FnOnce(&mut M),
 ) -> Outcome<M::Audit> {
     let tracer = match (span.trace, &span.trace_to) {
@@ -71,8 +69,8 @@ pub fn run_stoppable<M: Protocol>(
     let mut m = M::build(cfg, seed, tracer);
     prepare(&mut m);
     let mut s = Scheduler::new();
-    if let Some(flag) = stop {
-        s.set_stop(flag);
+    if let Some(c) = control {
+        s.set_control(c);
     }
     m.start(&mut s);
     s.run_until(&mut m, span.warmup);

@@ -4,12 +4,22 @@
 use super::adaptive::EventSet;
 use super::queue::EventQueue;
 use super::time::Ps;
-use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::Arc;
 
 /// How many events pass between two looks at the stop flag: often enough to
 /// stop within milliseconds, rare enough to cost nothing per event.
 const STOP_POLL: u64 = 1 << 12;
+
+/// Shared with whoever started a run, from another thread: a flag that stops
+/// it (Ctrl-C), and the simulated time it has reached (for a progress bar),
+/// both looked at every `STOP_POLL` events.
+#[derive(Clone, Default, Debug)]
+pub struct RunControl {
+    pub stop: Arc<AtomicBool>,
+    /// Simulated time reached, ps (published every `STOP_POLL` events).
+    pub now: Arc<AtomicU64>,
+}
 
 /// A handle to a scheduled timer, used to cancel it. Stale handles are harmless:
 /// cancelling a timer that already fired or was cancelled does nothing.
@@ -37,7 +47,7 @@ pub struct Scheduler<E, Q = EventSet<Envelope<E>>> {
     /// Events popped with a time before the clock's: a broken queue (the audit).
     reversals: u64,
     /// Set from outside (Ctrl-C) to end the run early; `stopped` says it did.
-    stop: Option<Arc<AtomicBool>>,
+    control: Option<RunControl>,
     stopped: bool,
     _e: std::marker::PhantomData<E>,
 }
@@ -92,15 +102,15 @@ impl<E: Copy> Scheduler<E> {
             free_slots: Vec::new(),
             events: 0,
             reversals: 0,
-            stop: None,
+            control: None,
             stopped: false,
             _e: std::marker::PhantomData,
         }
     }
 
     /// A flag that, once set, ends `run_until` within `STOP_POLL` events.
-    pub fn set_stop(&mut self, flag: Arc<AtomicBool>) {
-        self.stop = Some(flag);
+    pub fn set_control(&mut self, control: RunControl) {
+        self.control = Some(control);
     }
 
     /// Whether the run ended early because the stop flag was set.
@@ -189,6 +199,14 @@ impl<E: Copy> Scheduler<E> {
         }
     }
 
+    /// Publishes the clock to the run's control and says whether it asks to stop.
+    #[cold]
+    fn poll_control(&self) -> bool {
+        let Some(c) = &self.control else { return false };
+        c.now.store(self.now, Ordering::Relaxed);
+        c.stop.load(Ordering::Relaxed)
+    }
+
     /// Runs `model` until simulated time `until`; the clock ends at `until`.
     pub fn run_until<M: Model<Event = E>>(&mut self, model: &mut M, until: Ps) {
         if self.stopped {
@@ -200,7 +218,7 @@ impl<E: Copy> Scheduler<E> {
                 model.prefetch(&next.ev);
             }
             model.handle(self, ev);
-            if self.events.is_multiple_of(STOP_POLL) && self.stop.as_ref().is_some_and(|f| f.load(Ordering::Relaxed)) {
+            if self.events.is_multiple_of(STOP_POLL) && self.poll_control() {
                 self.stopped = true;
                 return;
             }
@@ -258,7 +276,7 @@ mod tests {
     }
 
     #[test]
-    fn a_stop_flag_ends_the_run_early_and_says_so() {
+    fn a_stop_flag_ends_the_run_early_and_says_so_and_the_clock_is_published() {
         struct Forever;
         impl Model for Forever {
             type Event = Ev;
@@ -266,13 +284,16 @@ mod tests {
                 s.after(1, ev);
             }
         }
-        let flag = Arc::new(AtomicBool::new(false));
+        let control = RunControl::default();
         let mut s = Scheduler::new();
-        s.set_stop(flag.clone());
+        s.set_control(control.clone());
         s.after(1, Ev::Tick(0));
         s.run_until(&mut Forever, 10 * STOP_POLL);
         assert!(!s.stopped() && s.now() == 10 * STOP_POLL);
-        flag.store(true, Ordering::Relaxed);
+        // One event per ps: the clock is published at each poll, the last one a poll before the horizon.
+        let seen = control.now.load(Ordering::Relaxed);
+        assert!(seen > 8 * STOP_POLL && seen <= 10 * STOP_POLL, "{seen}");
+        control.stop.store(true, Ordering::Relaxed);
         s.run_until(&mut Forever, Ps::MAX);
         assert!(s.stopped());
         assert!(s.events() <= 12 * STOP_POLL, "{} events", s.events());

@@ -96,14 +96,20 @@ impl Latency {
     pub fn count(&self) -> u64 {
         self.h.len()
     }
+    /// The histogram's floor is 1 ps (it cannot hold 0), so `record` keeps a
+    /// 0 there; below, a value at the floor reads as the 0 it was (no latency
+    /// in this engine is 1 ps), and the mean leaves those records' 1 ps out.
     pub fn summary(&self) -> Summary {
-        let q = |p: f64| ps_to_ns(self.h.value_at_quantile(p));
+        let at_floor = |v: u64| if v <= 1 { 0.0 } else { ps_to_ns(v) };
+        let q = |p: f64| at_floor(self.h.value_at_quantile(p));
         let empty = self.h.is_empty();
+        let n = self.h.len() as f64;
+        let floor = self.h.count_at(1) as f64;
         Summary {
             count: self.h.len(),
-            mean: if empty { 0.0 } else { self.h.mean() / 1e3 },
-            min: if empty { 0.0 } else { ps_to_ns(self.h.min()) },
-            max: ps_to_ns(self.h.max()),
+            mean: if empty { 0.0 } else { (self.h.mean() * n - floor) / n / 1e3 },
+            min: if empty { 0.0 } else { at_floor(self.h.min()) },
+            max: at_floor(self.h.max()),
             p50: q(0.5),
             p90: q(0.9),
             p99: q(0.99),
@@ -226,5 +232,18 @@ mod tests {
         assert!((s.p50 - 500.0).abs() < 1.0, "{}", s.p50);
         assert!((s.p99 - 990.0).abs() < 1.5, "{}", s.p99);
         assert!((s.mean - 500.5).abs() < 0.5);
+    }
+
+    #[test]
+    fn a_zero_latency_reads_as_zero_not_the_floor() {
+        let mut l = Latency::default();
+        for _ in 0..3 {
+            l.record(0);
+        }
+        l.record(4_000); // 4 ns
+        let s = l.summary();
+        assert_eq!((s.count, s.min, s.p50), (4, 0.0, 0.0));
+        assert!((s.max - 4.0).abs() < 0.01, "{}", s.max); // the bucket's top at 3 significant figures
+        assert!((s.mean - 1.0).abs() < 0.001, "{}", s.mean); // (0 + 0 + 0 + 4) / 4, within a bucket
     }
 }

@@ -76,12 +76,34 @@ pub fn parse_rate(s: &str) -> Result<f64, String> {
     if !v.is_finite() || v < 0.0 {
         return Err(format!("\"{s}\": {expected}"));
     }
-    Ok(v * mult)
+    check_rate(v * mult).map_err(|e| format!("\"{s}\": {e}"))
+}
+
+/// The fastest rate the clock can tell apart: one event per ps. Beyond it the
+/// gap between events rounds to 0 and simulated time stops.
+pub const MAX_RATE: f64 = PS_PER_S as f64;
+
+/// `v` per second as a rate, or why it is not one.
+pub fn check_rate(v: f64) -> Result<f64, String> {
+    if v <= MAX_RATE {
+        Ok(v)
+    } else {
+        Err(format!("expected at most 1e12/s (one per ps, the clock's resolution), got {v:.3e}/s"))
+    }
 }
 
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn rates_beyond_the_clock_are_refused() {
+        assert_eq!(parse_rate("1G/s").unwrap(), 1e9);
+        assert_eq!(parse_rate("1000G/s").unwrap(), 1e12);
+        for bad in ["1001G/s", "1e308G/s", "1e300/s"] {
+            assert!(parse_rate(bad).unwrap_err().contains("at most 1e12/s"), "{bad}");
+        }
+    }
 
     #[test]
     fn durations_parse_with_units() {

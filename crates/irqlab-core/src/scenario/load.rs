@@ -52,18 +52,31 @@ fn load_value(mut value: toml::Value, origin: &str, overrides: &[String]) -> Res
         if path == "." {
             ScenarioError(format!("{origin}: {msg}"))
         } else {
-            ScenarioError(format!("{origin}: {path}: {msg}"))
+            ScenarioError(format!("{origin}: {}{path}: {msg}", from_override(overrides, &path)))
         }
     })?;
     validate::check(&sc)
         .and_then(|_| validate::check_fitted(&sc))
-        .map_err(|(path, msg)| ScenarioError(format!("{origin}: {path}: {msg}")))?;
+        .map_err(|(path, msg)| ScenarioError(format!("{origin}: {}{path}: {msg}", from_override(overrides, &path))))?;
     for e in &mut sc.expect {
         if e.name.is_empty() {
             e.name = sc.name.clone();
         }
     }
     Ok(sc)
+}
+
+/// `--set SPEC: ` when the key at fault (`source[0].rate`) is one an override
+/// set, or lies in or around it (the last such override), so that the message
+/// names what the user typed instead of blaming the file; else nothing.
+fn from_override(overrides: &[String], path: &str) -> String {
+    let dotted = |p: &str| p.replace('[', ".").replace(']', "").trim_matches('.').to_string();
+    let at = dotted(path);
+    let hit = overrides.iter().rev().find(|o| {
+        let key = dotted(o.split_once('=').map_or(o.as_str(), |(k, _)| k).trim());
+        !key.is_empty() && (at == key || at.starts_with(&format!("{key}.")) || key.starts_with(&format!("{at}.")))
+    });
+    hit.map(|o| format!("--set {}: ", escaped(o))).unwrap_or_default()
 }
 
 /// The JSON Schema of the scenario format, generated from the types above.

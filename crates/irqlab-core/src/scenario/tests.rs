@@ -41,9 +41,9 @@ fn bad_enum_values_say_what_was_expected() {
 #[test]
 fn wrong_types_and_negative_durations_are_rejected() {
     let e = err_of(BASE, &["platform.cpus=lots"]);
-    assert!(e.starts_with("s.toml: platform.cpus: invalid type"), "{e}");
+    assert!(e.starts_with("s.toml: --set platform.cpus=lots: platform.cpus: invalid type"), "{e}");
     let e = err_of(BASE, &["duration=-1s"]);
-    assert!(e.starts_with("s.toml: duration:") && e.contains("non-negative"), "{e}");
+    assert!(e.starts_with("s.toml: --set duration=-1s: duration:") && e.contains("non-negative"), "{e}");
     let e = err_of(BASE, &["source[0].handler=300"]);
     assert!(e.contains("source[0].handler") && e.contains("unit"), "{e}");
 }
@@ -63,12 +63,16 @@ fn overrides_reach_array_elements_and_report_bad_paths() {
     assert!(err_of(BASE, &["nokey"]).contains("expected key.path=value"));
     assert!(err_of(BASE, &["source.5.rate=1"]).contains("no index 5"));
     assert!(err_of(BASE, &["name.x=1"]).contains("name is a string, not a table"));
+    // A bad key or value from --set names the override, not only the file.
+    assert!(err_of(BASE, &["nokey=1"]).starts_with("s.toml: --set nokey=1: nokey: unknown field"), "{}", err_of(BASE, &["nokey=1"]));
+    let e = err_of(BASE, &["duration=1ms", "source[0].rate=fast"]);
+    assert!(e.starts_with("s.toml: --set source[0].rate=fast: source[0].rate: "), "{e}");
 }
 
 #[test]
 fn references_are_checked() {
     let e = err_of(BASE, &["source.0.cpus=[7]"]);
-    assert_eq!(e, "s.toml: source[0].cpus[0]: cpu 7 does not exist (platform.cpus = 2)");
+    assert_eq!(e, "s.toml: --set source.0.cpus=[7]: source[0].cpus[0]: cpu 7 does not exist (platform.cpus = 2)");
     let e = err_of(BASE, &["source.0.vm=vm9"]);
     assert!(e.contains("source[0].vm") && e.contains("vm9"), "{e}");
     let e = err_of(BASE, &["warmup=2ms"]);
@@ -101,7 +105,7 @@ fn traces_are_on_by_default_and_series_are_bounded() {
     let s = load(BASE, "s.toml", &[]).unwrap();
     assert_eq!(s.trace.max_events, 1_000_000);
     let e = err_of(BASE, &["stats.series_interval=1ns"]);
-    assert!(e.starts_with("s.toml: stats.series_interval: too small"), "{e}");
+    assert!(e.starts_with("s.toml: --set stats.series_interval=1ns: stats.series_interval: too small"), "{e}");
 }
 
 #[test]

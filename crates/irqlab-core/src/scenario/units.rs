@@ -106,7 +106,7 @@ impl<'de> Deserialize<'de> for Rate {
             }
             fn visit_f64<E: de::Error>(self, v: f64) -> Result<Rate, E> {
                 if v.is_finite() && v >= 0.0 {
-                    Ok(Rate(v))
+                    crate::engine::time::check_rate(v).map(Rate).map_err(E::custom)
                 } else {
                     Err(E::custom(format!("{v}: expected a non-negative rate per second")))
                 }
