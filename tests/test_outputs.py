@@ -18,7 +18,7 @@ def test_a_failing_trace_leaves_no_json_behind(small, tmp_path):
     blocker.write_text("a file where a directory is needed")
     out = tmp_path / "o.json"
     p = run_cli("run", small, "--json", out, "--trace", blocker / "t.pftrace")
-    assert_user_error(p, "t.pftrace", "cannot write")
+    assert_user_error(p, "--trace", "t.pftrace", "blocker is not a directory")
     assert not out.exists()
     assert sorted(x.name for x in tmp_path.iterdir()) == ["blocker"], "no temp file either"
 
@@ -58,3 +58,42 @@ def test_stdout_takes_one_output(small, tmp_path):
     # The trace, and nothing else, on stdout: the same bytes as a trace file.
     assert_ok(run_cli("run", small, "--trace", tmp_path / "t.pftrace"))
     assert p.stdout == (tmp_path / "t.pftrace").read_bytes()
+
+
+def test_an_output_that_cannot_be_written_is_refused_before_any_work(small, tmp_path):
+    """Checked when the options are read: a long run or sweep is not thrown away at the end."""
+    blocker = tmp_path / "blocker"
+    blocker.write_text("a file where a directory is needed")
+    for args, needles in [
+        (
+            ["run", small, "--set", "duration=1000s", "--force", "--json", blocker / "r.json"],
+            ["--json", "not a directory"],
+        ),
+        (["run", small, "--json", tmp_path], ["--json", "is a directory; expected a file"]),
+        (["sweep", small, "--grid", "seed=1,2", "--out", blocker / "x"], ["--out", "not a directory"]),
+        (["reproduce", "--only", "m1-gettid", "--out", blocker], ["--out", "not a directory; expected a directory"]),
+        (["record", "--duration", "1", "--out", blocker / "t.parquet"], ["--out", "not a directory"]),
+        (["sweep", small, "--grid", "seed=1,2", "--out", tmp_path / "r.csv"], ["--out", "a sweep writes Parquet"]),
+    ]:
+        p = run_cli(*args, timeout=60)
+        assert_user_error(p, *needles)
+    assert sorted(x.name for x in tmp_path.iterdir()) == ["blocker"]
+
+
+def test_json_and_trace_to_one_file_are_refused(small, tmp_path):
+    """Else the trace would replace the JSON and the run exit 0 with its result gone."""
+    out = tmp_path / "x.json"
+    (tmp_path / "link.json").symlink_to(out)
+    for trace in [out, tmp_path / "." / "x.json", tmp_path / "link.json"]:
+        p = run_cli("run", small, "--json", out, "--trace", trace)
+        assert_user_error(p, "--json", "--trace", "name the same file")
+    assert not out.exists()
+
+
+def test_a_replay_scenario_without_its_trace_is_refused() -> None:
+    """It would run and report zeros that look like a result."""
+    import irqlab
+
+    scenario = irqlab.SCENARIOS_DIR / "examples" / "replay-disk.toml"
+    p = run_cli("run", scenario)
+    assert_user_error(p, "source[0].replay", "irqlab replay TRACE --scenario")

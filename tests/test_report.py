@@ -42,8 +42,10 @@ def test_a_replicated_sweep_has_a_plot_per_headline_metric_with_bands(replicated
     assert_ok(p)
     page = (tmp_path / "rep" / "index.html").read_text()
     imgs = pngs(page)
-    # small.toml's headline metrics: the interrupt rate and the latency p99s.
+    # small.toml's headline metrics: its task's operations per second, the
+    # interrupt rate and the latency p99s.
     assert set(imgs) == {
+        "ops_per_s against source.0.rate",
         "interrupts_per_s against source.0.rate",
         "irq_latency.p99 against source.0.rate",
         "op_latency.p99 against source.0.rate",
@@ -56,7 +58,7 @@ def test_a_replicated_sweep_has_a_plot_per_headline_metric_with_bands(replicated
     assert table.count("<td>3</td>") == 6  # n = 3 each
     assert "&plusmn;" in table and " k/s" in table and "µs" in table
     assert not re.search(r'(src|href)="https?:', page)
-    assert "3 plot(s) against source.0.rate" in p.stdout
+    assert "4 plot(s) against source.0.rate" in p.stdout
 
 
 def test_named_metrics_and_a_single_file_without_replications(single: Path, tmp_path: Path) -> None:

@@ -186,7 +186,7 @@ def test_a_relative_figure_is_checked_as_a_ratio(small, tmp_path, measured) -> N
     [fig] = json.loads((out / "figures.json").read_text())["figures"]
     assert fig["relative_to"] == [] and fig["kind"] == "prediction"
     assert 1.7 < fig["simulated"] < 2.3 and fig["within_tolerance"]
-    assert "pred ratio" in p.stdout
+    assert "ratio" in p.stdout  # the published value's unit: "2 ratio"
     assert "1 of 1 predictions within tolerance; 0 of 0 fits reproduced" in p.stdout
 
 

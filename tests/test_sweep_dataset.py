@@ -362,6 +362,60 @@ def test_progress_is_plain_lines_when_piped_and_nothing_when_quiet(small, tmp_pa
     cmd = [sys.executable, "-m", "irqlab", "sweep", str(small), "--grid", "seed=1,2"]
     p = subprocess.run(cmd, env=env, capture_output=True, text=True, timeout=120)
     assert p.returncode == 0, p.stderr
-    assert "sweep (2 points): 2/2 points" in p.stderr
+    assert "sweep (2 runs): 2/2 runs" in p.stderr
     p = subprocess.run([*cmd, "--quiet"], env=env, capture_output=True, text=True, timeout=120)
     assert p.returncode == 0 and p.stderr == ""
+
+
+def test_resume_refuses_runs_another_irqlab_made(small, tmp_path):
+    """A run's key hashes the scenario, overrides and seed, not the model: parts
+    from another version or commit would mix two models' results in one table."""
+    d = tmp_path / "d"
+    assert_ok(run_cli("sweep", small, *FAST, "--out", d))
+    part = sorted(d.glob("part-*.parquet"))[0]
+    t = pq.read_table(part)
+    meta = dict(t.schema.metadata)
+    meta[b"irqlab.commit"] = b"deadbeef"
+    pq.write_table(t.replace_schema_metadata(meta), part)
+    line = assert_user_error(run_cli("sweep", small, *FAST, "--out", d, "--resume"), "--resume", "deadbeef")
+    assert "was written by irqlab.commit deadbeef" in line
+
+
+def test_a_sweep_too_large_to_plan_or_with_a_value_twice_is_refused(small, tmp_path):
+    out = tmp_path / "o.parquet"
+    line = assert_user_error(run_cli("sweep", small, *FAST, "--replications", str(10**20), "--out", out))
+    assert "--grid and --replications make" in line and "at most 1,000,000" in line
+    # 5k/s and 5000/s are one scenario, written two ways.
+    assert_user_error(
+        run_cli("sweep", small, "--grid", "source.0.rate=5k/s,5000/s", "--out", out), "are the same scenario"
+    )
+    assert not out.exists()
+
+
+def test_the_summary_shows_the_headline_metrics(small, tmp_path):
+    """What the sweep is about (the interrupt rate, latency p99s), as `irqlab
+    report` plots by default, not the engine's event count."""
+    p = run_cli("sweep", small, "--grid", "source.0.rate=50k/s,100k/s", "--out", tmp_path / "o.parquet")
+    assert_ok(p)
+    head = next(line for line in p.stdout.splitlines() if "source.0.rate" in line)
+    assert "interrupts_per_s" in head and "irq_latency.p99" in head and "events" not in head, head
+    assert "2 points" in p.stdout and "1 points" not in p.stdout
+
+
+@pytest.mark.skipif(importlib.util.find_spec("ray") is None, reason="needs ray")
+def test_an_unreachable_ray_cluster_is_one_line(small, tmp_path):
+    """Checked before `ray.init`, whose own retries take minutes (the timeout
+    here is that bound, not a measurement)."""
+    args = [
+        "sweep",
+        small,
+        "--grid",
+        "seed=1,2",
+        "--backend",
+        "ray",
+        "--address",
+        "127.0.0.1:1",
+        "--out",
+        tmp_path / "o",
+    ]
+    assert_user_error(run_cli(*args, timeout=90), "--address 127.0.0.1:1", "cannot reach a Ray cluster")

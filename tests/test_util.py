@@ -77,4 +77,4 @@ def test_a_terminal_gets_a_progress_bar(small, tmp_path):
         seen += chunk
     os.close(primary)
     assert p.returncode == 0
-    assert b"sweep (3 points)" in seen
+    assert b"sweep (3 runs)" in seen

@@ -38,7 +38,9 @@ def _read(path: str | PathLike[str]) -> tuple[str, str]:
         raise ScenarioError(str(e)) from None
 
 
-def _overrides(overrides: Iterable[str]) -> list[str]:
+def _overrides(overrides: Iterable[str] | None) -> list[str]:
+    if overrides is None:
+        return []
     # A lone string would be taken apart into characters.
     if isinstance(overrides, (str, bytes)):
         raise TypeError(

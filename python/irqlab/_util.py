@@ -98,6 +98,37 @@ def _temp_for(dest: Path, path: str | os.PathLike[str]) -> tuple[Path, int]:
         raise UserError(f"{path}: cannot write: {e.strerror or e}") from None
 
 
+def output_problem(path: str | os.PathLike[str], kind: str = "file") -> str | None:
+    """Why an output at `path` could not be written, found before any work is
+    done (None: it can be). `kind`: "file", "directory", or "any" (a sweep's
+    `--out`, either). '-' (stdout) is always fine."""
+    if str(path) == "-":
+        return None
+    p = Path(os.path.abspath(path))
+    if p.exists():
+        if kind == "file" and p.is_dir():
+            return "is a directory; expected a file"
+        if kind == "directory" and not p.is_dir():
+            return "exists and is not a directory; expected a directory"
+        if kind != "file" and p.is_dir():
+            return None if os.access(p, os.W_OK | os.X_OK) else "cannot write in this directory"
+    parent = p.parent
+    while not parent.exists():
+        parent = parent.parent
+    if not parent.is_dir():
+        return f"{parent} is not a directory"
+    if not os.access(parent, os.W_OK | os.X_OK):
+        return f"cannot write in {parent}"
+    return None
+
+
+def same_file(a: str | os.PathLike[str], b: str | os.PathLike[str]) -> bool:
+    """Whether two outputs name one destination (through `./`, `..` or symlinks)."""
+    if "-" in (str(a), str(b)):
+        return False
+    return os.path.realpath(a) == os.path.realpath(b)
+
+
 def streams_to_file(path: str | os.PathLike[str]) -> bool:
     """Whether an output at `path` can be streamed into a temp file beside it
     (a regular file or a new one), rather than written through (a FIFO, a device)."""
@@ -131,6 +162,11 @@ def write_all(
     already written by a streaming writer (`staged_file`): they replace their
     destinations with the others. On any failure, or Ctrl-C, the temp files are
     removed and no destination has changed."""
+    # Two outputs to one destination would leave only the last: a bug in the caller.
+    names = [p for p, _ in outputs] + [p for p, _ in staged]
+    for i, a in enumerate(names):
+        if any(same_file(a, b) for b in names[i + 1 :]):
+            raise UserError(f"{a}: two outputs name this file")
     # (The streaming writer synced its file: the core's trace does.)
     streamed = [(_destination(path)[0], tmp, b"", path) for path, tmp in staged]
     written: list[tuple[Path, Path | None, bytes, str | os.PathLike[str]]] = []
@@ -175,12 +211,14 @@ def atomic_write(path: str | os.PathLike[str], data: bytes | str) -> None:
 T = TypeVar("T")
 
 
-def in_worker(call: Callable[[Any], T]) -> T:
+def in_worker(call: Callable[[Any], T], sim_s: float | None = None) -> T:
     """Run `call(stop_flag)` (a core run, GIL released) in a worker thread while
     this thread waits: Ctrl-C reaches Python only in the main thread, and only
     between bytecodes, so a run on the main thread would ignore it until it
     ended. On Ctrl-C the flag stops the core within a few thousand events and
-    KeyboardInterrupt goes on up."""
+    KeyboardInterrupt goes on up. With `sim_s` (the run's simulated seconds), a
+    run still going after `BAR_AFTER_S` shows a bar of simulated time on a
+    terminal (never in CI or a pipe)."""
     from . import _core
 
     flag = _core.StopFlag()
@@ -219,8 +257,7 @@ def in_worker(call: Callable[[Any], T]) -> T:
     try:
         t.start()
         try:
-            while not done.wait(0.1):
-                pass
+            _wait_with_bar(done, flag, sim_s)
         except BaseException:
             # SIGTERM's SystemExit, or Ctrl-C in a thread that is not the main one.
             flag.set()
@@ -235,6 +272,43 @@ def in_worker(call: Callable[[Any], T]) -> T:
         raise box["error"]
     result: T = box["value"]
     return result
+
+
+#: How long a run goes before `in_worker` shows its bar: a quick run shows none.
+BAR_AFTER_S = 1.0
+
+
+def _wait_with_bar(done: threading.Event, flag: Any, sim_s: float | None) -> None:
+    """Wait for the run; past `BAR_AFTER_S`, show how far its simulated time has got."""
+    start = time.monotonic()
+    while not done.wait(0.1):
+        if sim_s and sim_s > 0 and time.monotonic() - start >= BAR_AFTER_S and progress_enabled():
+            break
+    else:
+        return
+    assert sim_s is not None
+    columns = [
+        TextColumn("simulated"),
+        BarColumn(),
+        TextColumn("{task.description}"),
+        TimeElapsedColumn(),
+        TextColumn("elapsed,"),
+        TimeRemainingColumn(),
+        TextColumn("left"),
+    ]
+    with Progress(*columns, console=Console(stderr=True), transient=True) as bar:
+        task = bar.add_task("", total=sim_s)
+        while not done.wait(0.1):
+            now = min(flag.sim_ps() / 1e12, sim_s)
+            bar.update(task, completed=now, description=f"{_sim_time(now)} of {_sim_time(sim_s)}")
+
+
+def _sim_time(s: float) -> str:
+    """Simulated seconds for a person: `850 us`, `12.5 ms`, `3.2 s`."""
+    for unit, scale in (("s", 1.0), ("ms", 1e-3), ("us", 1e-6)):
+        if s >= scale:
+            return f"{s / scale:.3g} {unit}"
+    return f"{s * 1e9:.3g} ns"
 
 
 def _wait_through_interrupts(done: threading.Event) -> None:

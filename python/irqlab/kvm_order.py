@@ -81,10 +81,12 @@ def base_order(scenario: dict[str, Any]) -> list[str]:
     return [n.upper() for n in order]
 
 
-def evaluate(text: str, origin: str, overrides: Sequence[str], order: Sequence[str], seed: int | None) -> Evaluated:
+def evaluate(
+    text: str, origin: str, overrides: Sequence[str], order: Sequence[str], seed: int | None, force: bool = False
+) -> Evaluated:
     sets = [*overrides, "kvm.order=" + json.dumps(list(order))]
     try:
-        raw, _ = _core.run(text, origin, sets, seed, False)
+        raw, _ = _core.run(text, origin, sets, seed, False, None, force)
     except _core.ScenarioError as e:
         raise UserError(one_line(str(e))) from None
     m = json.loads(raw)
@@ -126,6 +128,7 @@ def search(
     max_exhaustive: int = 6,
     workers: int = 1,
     advance: Callable[[], None] | None = None,
+    force: bool = False,
 ) -> dict[str, Any]:
     """Rank orders of `requests` (names; default the interacting ones) by cancels/s, then lost time."""
     try:
@@ -143,7 +146,7 @@ def search(
 
     def run_all(orders: list[list[str]]) -> list[Evaluated]:
         def one(o: list[str]) -> Evaluated:
-            e = evaluate(text, origin, overrides, o, seed)
+            e = evaluate(text, origin, overrides, o, seed, force)
             if advance:
                 advance()
             return e

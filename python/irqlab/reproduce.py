@@ -136,11 +136,11 @@ def trace_limit(run: FigureRun) -> int:
     return min(own, TRACE_MAX_EVENTS) if isinstance(own, int) else TRACE_MAX_EVENTS
 
 
-def execute(runs: list[FigureRun], workers: int, advance: Callable[[], None]) -> None:
+def execute(runs: list[FigureRun], workers: int, advance: Callable[[], None], force: bool = False) -> None:
     """Run every run on a thread pool (the core releases the GIL), storing each
     result (and trace, for a run marked `traced`) on its run: completion order
     cannot change what a run holds. A trace changes no result: the core
-    records it beside the simulation."""
+    records it beside the simulation. `force`: past the run budget too."""
     stop = _core.StopFlag()
 
     def one(r: FigureRun) -> tuple[dict[str, Any], bytes | None]:
@@ -148,12 +148,12 @@ def execute(runs: list[FigureRun], workers: int, advance: Callable[[], None]) ->
         if r.traced:
             try:
                 sets = [*r.overrides, f"trace.max_events={trace_limit(r)}"]
-                raw, trace = _core.run(r.text, r.origin, sets, r.seed, True, stop)
+                raw, trace = _core.run(r.text, r.origin, sets, r.seed, True, stop, force)
             except _core.ScenarioError:
                 # A trace past the run's memory budget: the run without one (the report lists none).
-                raw, _ = _core.run(r.text, r.origin, r.overrides, r.seed, False, stop)
+                raw, _ = _core.run(r.text, r.origin, r.overrides, r.seed, False, stop, force)
         else:
-            raw, _ = _core.run(r.text, r.origin, r.overrides, r.seed, False, stop)
+            raw, _ = _core.run(r.text, r.origin, r.overrides, r.seed, False, stop, force)
         result: dict[str, Any] = json.loads(raw)
         return result, trace
 

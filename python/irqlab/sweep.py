@@ -192,9 +192,16 @@ def plan(
         raise UserError("--seed and --grid seed=... both given; use one")
     if replications < 1:
         raise UserError(f"--replications {replications}: expected at least 1")
+    runs = math.prod(len(vals) for _, vals in axes) * replications
+    if runs > MAX_RUNS:
+        raise UserError(
+            f"--grid and --replications make {runs:,} runs: expected at most {MAX_RUNS:,} (split the sweep)"
+        )
     sweep = Sweep(text, origin, axes, list(sets), seed, replications, force=force)
     keys = [k for k, _ in axes]
     seen: dict[str, Point] = {}
+    # Values written two ways (5k/s and 5000/s) are one scenario: caught on the resolved one.
+    same: dict[str, str] = {}
     for index, combo in enumerate(itertools.product(*(vals for _, vals in axes))):
         coords = dict(zip(keys, combo))
         # A seed axis goes through the seed argument so that it also wins over
@@ -209,6 +216,10 @@ def plan(
             raise UserError(f"{one_line(str(e))} (grid point {where})") from None
         if index == 0:
             sweep.name = str(resolved.get("name", ""))
+        canonical = json.dumps([resolved, coords.get("seed")], sort_keys=True)
+        if canonical in same:
+            raise UserError(f"grid points {same[canonical]} and {where} are the same scenario (a value given twice)")
+        same[canonical] = where
         # The base seed: the grid's, else --seed, else the scenario's (with the
         # --set overrides; a grid key is never `seed`, so no grid value moves it).
         base = int(coords["seed"]) if "seed" in coords else seed if seed is not None else int(resolved["seed"])
@@ -223,6 +234,11 @@ def plan(
             seen[point.key] = point
             sweep.points.append(point)
     return sweep
+
+
+#: The most runs one sweep plans (grid points x replications): beyond it, the
+#: plan alone would fill memory before anything ran.
+MAX_RUNS = 1_000_000
 
 
 def run_point(

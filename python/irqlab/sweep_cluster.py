@@ -11,7 +11,9 @@ its batch: each runs alone, from its own scenario and seed."""
 from __future__ import annotations
 
 import functools
+import logging
 import math
+import socket
 import time
 from collections.abc import Callable
 from typing import Any
@@ -107,8 +109,6 @@ class _InFlight:
 
 def run_dask(jobs: dict[int, Job], workers: int, address: str | None, done: Done) -> None:
     try:
-        import logging
-
         from dask.distributed import Client, LocalCluster
         from dask.distributed import as_completed as dask_completed
     except ImportError:
@@ -152,16 +152,42 @@ def run_dask(jobs: dict[int, Job], workers: int, address: str | None, done: Done
             cluster.close()
 
 
+def _reachable(address: str, timeout_s: float = 5.0) -> None:
+    """Refuse a Ray address nothing listens on, within seconds: `ray.init` would
+    retry for minutes, printing its own log lines, and not stop for SIGTERM."""
+    hostport = address.split("://", 1)[-1]
+    host, sep, port = hostport.rpartition(":")
+    if address == "auto" or not sep or not port.isdigit():
+        return  # "auto", or a form Ray resolves itself: its own error stands
+    try:
+        socket.create_connection((host.strip("[]"), int(port)), timeout=timeout_s).close()
+    except OSError as e:
+        raise UserError(
+            f"--address {address}: cannot reach a Ray cluster there ({e.strerror or e}); "
+            "expected the head node's HOST:PORT (GCS, 6379) or ray://HOST:10001"
+        ) from None
+
+
 def run_ray(jobs: dict[int, Job], workers: int, address: str | None, done: Done) -> None:
     try:
         import ray
     except ImportError:
         raise UserError("--backend ray needs ray, which is not installed: pip install 'irqlab[ray]'") from None
+    if address:
+        _reachable(address)
+    # Ray's own INFO and WARNING lines ("Started a local Ray instance") are not
+    # the sweep's output: only its errors reach stderr.
     try:
         if address:
-            ray.init(address=address, ignore_reinit_error=True, log_to_driver=False)
+            ray.init(address=address, ignore_reinit_error=True, log_to_driver=False, logging_level=logging.ERROR)
         else:
-            ray.init(num_cpus=workers, include_dashboard=False, ignore_reinit_error=True, log_to_driver=False)
+            ray.init(
+                num_cpus=workers,
+                include_dashboard=False,
+                ignore_reinit_error=True,
+                log_to_driver=False,
+                logging_level=logging.ERROR,
+            )
     except (ConnectionError, OSError, ValueError, RuntimeError) as e:
         where = f"--address {address}" if address else "--backend ray"
         raise UserError(f"{where}: cannot start or reach Ray ({one_line(str(e))})") from None

@@ -120,21 +120,27 @@ def numeric_columns(res: Results) -> list[str]:
     ]
 
 
-def headline(columns: Sequence[str]) -> list[str]:
+def headline(columns: Sequence[str], table: pa.Table | None = None) -> list[str]:
     """The metrics a sweep is usually about, those the results have: IOPS,
-    goodput, the interrupt rate, latency p99s (aggregate ones, not per CPU)."""
+    goodput, operations per second, the interrupt rate, latency p99s (aggregate
+    ones, not per CPU); with `table`, not those that are 0 in every run (the
+    interrupt rate of a syscall loop)."""
     agg = [c for c in columns if not _INSTANCE.search(c)]
     out = [c for c in agg if unit_of(c) == "IOPS"]
     out += [c for c in agg if c.endswith("goodput_gbps")]
+    out += [c for c in agg if c == "ops_per_s"]
     out += [c for c in agg if c == "interrupts_per_s"]
     out += [c for c in agg if c.endswith(("latency.p99", "clat.p99"))]
-    return list(dict.fromkeys(out))
+    picked = list(dict.fromkeys(out))
+    if table is not None:
+        picked = [c for c in picked if any(v for v in table.column(c).to_pylist())]
+    return picked
 
 
 def pick_metrics(res: Results, wanted: Sequence[str] | None) -> list[str]:
     cols = numeric_columns(res)
     if not wanted:
-        picked = headline(cols)
+        picked = headline(cols, res.table)
         if not picked:
             raise UserError(
                 f"{res.path}: none of the headline metrics (IOPS, goodput, interrupts_per_s, latency p99) is "

@@ -131,6 +131,21 @@ def _check_definition(where: Path, sweep: Sweep, theirs: Any) -> None:
         )
 
 
+def _check_maker(where: Path, sweep: Sweep, schema_: pa.Schema) -> None:
+    """Refuse to resume runs another irqlab made: a row's key hashes the
+    scenario, overrides and seed, not the model, so a resumed sweep would mix
+    results of two models under one version."""
+    meta = schema_.metadata or {}
+    mine = sweep.metadata()
+    for key in ("irqlab.version", "irqlab.commit"):
+        theirs = meta.get(key.encode())
+        if theirs is not None and theirs.decode() != mine[key]:
+            raise UserError(
+                f"--resume: {where} was written by {key} {theirs.decode()}, this is {mine[key]}: "
+                "its runs may not match this model's; rerun without --resume into another --out"
+            )
+
+
 def json_or_none(raw: str | bytes | None) -> Any:
     """A metadata value's JSON, or None if it is absent or not JSON."""
     if raw is None:
@@ -215,6 +230,7 @@ class Store:
         if theirs is None:
             raise UserError(f"--resume: {self.final} was not written by a resumable sweep; choose another --out")
         _check_definition(self.final, self.sweep, theirs)
+        _check_maker(self.final, self.sweep, meta)
         keys = _read(self.final, ["point_key"]).column("point_key").to_pylist()
         self.done = set(keys)
         if self.done != set(self._order):
@@ -252,6 +268,7 @@ class Store:
             theirs = _definition_in(meta)
             if theirs is not None:
                 _check_definition(d, self.sweep, theirs)
+            _check_maker(part, self.sweep, meta)
             keys = _read(part, ["point_key"]).column("point_key").to_pylist()
             for k in keys:
                 if k not in self._order:

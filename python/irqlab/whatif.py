@@ -240,7 +240,7 @@ def host_irqs_per_s(seconds: float) -> float:
         raise UserError("--irqs-from-host: /proc/stat has no intr line")
 
     if not 0 < seconds <= 60:
-        raise UserError(f"--irqs-from-host {seconds}: expected 0 to 60 seconds")
+        raise UserError(f"--irqs-from-host {seconds}: expected more than 0 and at most 60 seconds")
     a = total()
     time.sleep(seconds)
     return (total() - a) / seconds / (os.cpu_count() or 1)

@@ -22,7 +22,7 @@ import typer
 from typer._click.exceptions import UsageError
 
 from .. import _core
-from .._util import UserError, one_line
+from .._util import UserError, one_line, output_problem
 from .render import err, out
 
 app = typer.Typer(
@@ -31,6 +31,7 @@ app = typer.Typer(
     pretty_exceptions_enable=False,
     no_args_is_help=True,
     add_completion=False,
+    context_settings={"help_option_names": ["-h", "--help"]},
 )
 
 U64_MAX = 2**64 - 1
@@ -48,7 +49,43 @@ ForceOpt = Annotated[
     bool,
     typer.Option("--force", help="Run even if the estimated events or memory pass the limits (see docs/bad-input.md)."),
 ]
-JsonOpt = Annotated[Path | None, typer.Option("--json", help="Write the result JSON here ('-' = stdout).")]
+
+
+def _checked(kind: str) -> Callable[[Path | None], Path | None]:
+    """An option callback: refuses an output that could not be written before
+    the command does any work (a parent that is a file, a directory given for a
+    file, a directory it cannot write in)."""
+
+    def check(value: Path | None) -> Path | None:
+        why = None if value is None else output_problem(value, kind)
+        if why is not None:
+            raise typer.BadParameter(f"{value}: {why}")
+        return value
+
+    return check
+
+
+#: Callbacks for output options: a file, a directory (a report), or either (a sweep's --out).
+output_file, output_dir, _any = _checked("file"), _checked("directory"), _checked("any")
+
+#: Suffixes that say a user wants a file in another format than a sweep writes.
+NOT_PARQUET = {".csv", ".tsv", ".json", ".txt", ".xlsx", ".xls"}
+
+
+def output_any(value: Path | None) -> Path | None:
+    """A sweep's --out: a dataset directory or NAME.parquet; `results.csv` would
+    silently become a directory of Parquet files."""
+    if value is not None and value.suffix.lower() in NOT_PARQUET:
+        raise typer.BadParameter(
+            f"{value}: a sweep writes Parquet: expected a directory (a dataset) or NAME.parquet "
+            "(irqlab query --format csv converts it)"
+        )
+    return _any(value)
+
+
+JsonOpt = Annotated[
+    Path | None, typer.Option("--json", help="Write the result JSON here ('-' = stdout).", callback=output_file)
+]
 
 P = ParamSpec("P")
 R = TypeVar("R")
@@ -104,8 +141,12 @@ def _usage_line(e: UsageError) -> str:
     return f"{cmd}: {one_line(e.format_message())} (see {cmd} --help)"
 
 
+class Terminated(SystemExit):
+    """SIGTERM, unwinding like Ctrl-C (temp files and tracefs instances go)."""
+
+
 def _terminated(signum: int, _frame: object) -> None:
-    raise SystemExit(128 + signum)
+    raise Terminated(128 + signum)
 
 
 def main(args: list[str] | None = None) -> None:
@@ -126,6 +167,9 @@ def main(args: list[str] | None = None) -> None:
     except KeyboardInterrupt:
         err.print("error: interrupted", markup=False)
         sys.exit(130)
+    except Terminated as e:
+        err.print("error: terminated", markup=False)
+        sys.exit(e.code)
     sys.exit(code if isinstance(code, int) else 0)
 
 

@@ -14,7 +14,7 @@ import typer
 from .. import SCENARIOS_DIR, _core
 from .._util import UserError, check_overrides, read_scenario, time_ns
 from ..result import document
-from . import JsonOpt, SetOpt, app, user_errors
+from . import ForceOpt, JsonOpt, SetOpt, app, user_errors
 from .render import emit
 
 
@@ -36,6 +36,7 @@ def bench(
             show_default=False,
         ),
     ] = None,
+    force: ForceOpt = False,
 ) -> None:
     """Measure engine speed on the reference scenario (bench/reference.toml) or another one."""
     if repeat < 1:
@@ -52,7 +53,7 @@ def bench(
     wall = float("inf")
     for _ in range(repeat):
         t0 = time.perf_counter()
-        raw, _trace = _core.run(text, origin, overrides, None, False)
+        raw, _trace = _core.run(text, origin, overrides, None, False, None, force)
         wall = min(wall, time.perf_counter() - t0)
     res = json.loads(raw)
     m = res["metrics"]
@@ -82,8 +83,8 @@ def peak_rss_mb() -> float:
     return kb / 1024 if sys.platform != "darwin" else kb / 2**20
 
 
-#: Where `--scale` stops: 65,536 CPUs is already 2 M sources.
-MAX_SCALE_CPUS = 65_536
+#: Where `--scale` stops: a scenario's most CPUs (`platform.cpus`, scenario/validate.rs MAX_CPUS).
+MAX_SCALE_CPUS = 4096
 
 
 def _cpu_counts(text: str) -> list[int]:

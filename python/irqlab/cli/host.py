@@ -11,7 +11,7 @@ from rich.table import Table
 
 from .._util import UserError, check_overrides, progress, read_scenario, set_from
 from ..result import document
-from . import ForceOpt, JsonOpt, SeedOpt, SetFromOpt, SetOpt, app, check_seed, user_errors
+from . import ForceOpt, JsonOpt, SeedOpt, SetFromOpt, SetOpt, app, check_seed, output_file, user_errors
 from .render import emit, err, out, print_result, to_stdout, write_json
 
 
@@ -42,8 +42,10 @@ def measure(
     ):
         if not lo <= v <= hi:
             raise UserError(f"{name} {v}: expected {lo} to {hi}")
-    if not (0 < seconds <= 600) or not (0 <= warmup <= 600):
-        raise UserError("--seconds: expected more than 0 and at most 600; --warmup: 0 to 600")
+    if not 0 < seconds <= 600:
+        raise UserError(f"--seconds {seconds}: expected more than 0 and at most 600")
+    if not 0 <= warmup <= 600:
+        raise UserError(f"--warmup {warmup}: expected 0 to 600")
     if what == "syscall":
         with progress("measure syscall", runs) as advance:
             doc = hm.syscall(calls, runs, advance)
@@ -65,7 +67,9 @@ def measure(
 @app.command()
 @user_errors
 def record(
-    out_file: Annotated[Path, typer.Option("--out", help="Parquet trace to write.", show_default=False)],
+    out_file: Annotated[
+        Path, typer.Option("--out", help="Parquet trace to write.", show_default=False, callback=output_file)
+    ],
     duration: Annotated[float, typer.Option("--duration", help="Seconds to record.")] = 5.0,
 ) -> None:
     """Record this host's interrupt events (tracefs) to Parquet."""
@@ -97,7 +101,9 @@ def monitor(
     interval: Annotated[float, typer.Option("--interval", help="Seconds between samples.")] = 1.0,
     count: Annotated[int | None, typer.Option("--count", help="Samples to take (default: until Ctrl-C).")] = None,
     per_source: Annotated[bool, typer.Option("--per-source", help="Also show each interrupt source.")] = False,
-    json_out: Annotated[Path | None, typer.Option("--json", help="Write the samples as JSON ('-' = stdout).")] = None,
+    json_out: Annotated[
+        Path | None, typer.Option("--json", help="Write the samples as JSON ('-' = stdout).", callback=output_file)
+    ] = None,
 ) -> None:
     """Live interrupt rates, total and per CPU, and each CPU's hardirq share."""
     from rich.live import Live

@@ -10,7 +10,7 @@ import typer
 from rich.table import Table
 
 from .._util import UserError, check_overrides, progress, read_scenario
-from . import ScenarioArg, SeedOpt, SetOpt, app, check_seed, check_workers, user_errors
+from . import ForceOpt, ScenarioArg, SeedOpt, SetOpt, app, check_seed, check_workers, output_file, user_errors
 from .render import out, to_stdout, write_json
 
 
@@ -25,7 +25,10 @@ def kvm_order(
     seed: SeedOpt = None,
     top: Annotated[int, typer.Option("--top", help="Orders to show.")] = 5,
     workers: Annotated[int | None, typer.Option("--workers", help="Parallel runs (default: CPU count).")] = None,
-    json_out: Annotated[Path | None, typer.Option("--json", help="Write the ranking as JSON ('-' = stdout).")] = None,
+    json_out: Annotated[
+        Path | None, typer.Option("--json", help="Write the ranking as JSON ('-' = stdout).", callback=output_file)
+    ] = None,
+    force: ForceOpt = False,
 ) -> None:
     """M4: rank orders of KVM's request list by cancelled VM-enters, and explain what still cancels."""
     from .. import kvm_order as ko
@@ -34,6 +37,8 @@ def kvm_order(
         raise UserError(f"--top {top}: expected at least 1")
     check_workers(workers)
     text, origin = read_scenario(scenario)
+    if requests is not None and not requests.strip():
+        raise UserError('--requests "": expected request names, comma-separated (e.g. SMI,NMI,PMU,PMI)')
     chosen = requests.split(",") if requests else list(ko.DEFAULT_REQUESTS)
     total = ko.expected_runs(len(chosen)) or 0
     with progress(f"evaluating orders of {', '.join(chosen)}", total) as advance:
@@ -45,6 +50,7 @@ def kvm_order(
             check_seed(seed),
             workers=workers or os.cpu_count() or 1,
             advance=advance,
+            force=force,
         )
     if json_out is not None:
         write_json(json_out, res)

@@ -75,7 +75,9 @@ def print_header(result: dict[str, Any], variant: str | None = None) -> None:
     head = f"[bold]{name}[/bold]"
     if variant is not None:
         head += f'  variant "{escape(variant)}"'
-    head += f"  seed {result.get('seed')}  irqlab {result.get('version')}"
+    if result.get("seed") is not None:  # a measurement has none
+        head += f"  seed {result['seed']}"
+    head += f"  irqlab {result.get('version')}"
     if prov:
         # The commit's short form (all of it is in the JSON's provenance).
         commit = str(prov.get("commit"))

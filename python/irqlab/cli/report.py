@@ -8,7 +8,7 @@ from typing import Annotated
 import typer
 
 from .._util import write_all
-from . import app, user_errors
+from . import app, output_dir, user_errors
 from .render import out
 
 
@@ -22,7 +22,7 @@ def report(
             show_default=False,
         ),
     ],
-    out_dir: Annotated[Path, typer.Option("--out", help="Report directory (index.html).")] = Path(
+    out_dir: Annotated[Path, typer.Option("--out", help="Report directory (index.html).", callback=output_dir)] = Path(
         "irqlab-sweep-report"
     ),
     metric: Annotated[

@@ -19,13 +19,27 @@ from .._util import (
     in_worker,
     measured_keys,
     read_scenario,
+    same_file,
     set_from,
     staged_file,
     streams_to_file,
+    time_ns,
     write_all,
 )
 from ..reproduce import variant_overrides
-from . import ForceOpt, JsonOpt, ScenarioArg, SeedOpt, SetFromOpt, SetOpt, app, check_seed, summary, user_errors
+from . import (
+    ForceOpt,
+    JsonOpt,
+    ScenarioArg,
+    SeedOpt,
+    SetFromOpt,
+    SetOpt,
+    app,
+    check_seed,
+    output_file,
+    summary,
+    user_errors,
+)
 from .render import dump, err, note_flagged, out, print_header, to_stdout
 
 
@@ -52,7 +66,7 @@ def run(
     ] = None,
     json_out: JsonOpt = None,
     trace_out: Annotated[
-        Path | None, typer.Option("--trace", help="Write a Perfetto trace here ('-' = stdout).")
+        Path | None, typer.Option("--trace", help="Write a Perfetto trace here ('-' = stdout).", callback=output_file)
     ] = None,
     output: Annotated[
         Format | None,
@@ -96,6 +110,8 @@ def run(
     if fmt_given and fmt is not Format.json and (to_stdout(json_out) or to_stdout(trace_out)):
         taken = "--json -" if to_stdout(json_out) else "--trace -"
         raise UserError(f"{taken} and --format {fmt.value}: only one output can go to stdout")
+    if json_out is not None and trace_out is not None and same_file(json_out, trace_out):
+        raise UserError(f"--json {json_out} and --trace {trace_out} name the same file: expected two files")
     text, origin = read_scenario(scenario)
     sets = variant_overrides(scenario, variant) if variant is not None else []
     overrides = sets + set_from(set_from_) + check_overrides(set_)
@@ -125,9 +141,10 @@ def _run_and_show(
     all_: bool,
 ) -> None:
     json_stdout = to_stdout(json_out) or fmt is Format.json
+    sim_s = time_ns(json.loads(_core.load(text, origin, overrides))["duration"]) / 1e9
     try:
         raw, trace = in_worker(
-            lambda stop: _core.run(text, origin, overrides, s, trace_out is not None, stop, force, trace_tmp)
+            lambda stop: _core.run(text, origin, overrides, s, trace_out is not None, stop, force, trace_tmp), sim_s
         )
     except OSError as e:
         raise UserError(f"--trace {trace_out}: {e}") from None
@@ -166,9 +183,12 @@ def _run_and_show(
 @app.command()
 @user_errors
 def validate(scenario: ScenarioArg, set_: SetOpt = None) -> None:
-    """Check a scenario (and overrides) without running it."""
+    """Check a scenario (and overrides) without running it, with the run budget `run` applies."""
     text, origin = read_scenario(scenario)
-    scen = json.loads(_core.load(text, origin, check_overrides(set_)))
+    overrides = check_overrides(set_)
+    scen = json.loads(_core.load(text, origin, overrides))
+    # What `run` would refuse, `validate` refuses too: the run budget.
+    _core.check_budget(text, origin, overrides)
     n = len(scen.get("expect", []))
     out.print(f"OK {origin}: scenario {scen.get('name')!r}, {n} expectation(s)", markup=False)
 
@@ -176,7 +196,9 @@ def validate(scenario: ScenarioArg, set_: SetOpt = None) -> None:
 @app.command()
 @user_errors
 def schema(
-    out_file: Annotated[Path | None, typer.Option("--out", help="Write the schema here instead of stdout.")] = None,
+    out_file: Annotated[
+        Path | None, typer.Option("--out", help="Write the schema here instead of stdout.", callback=output_file)
+    ] = None,
 ) -> None:
     """Print the JSON Schema of the scenario format (for editors)."""
     doc = dump(json.loads(_core.schema()))

@@ -13,7 +13,7 @@ from rich.table import Table
 from .. import _core
 from .._util import check_overrides, progress, read_scenario
 from ..provenance import commit
-from . import JsonOpt, ScenarioArg, SeedOpt, SetOpt, app, check_seed, check_workers, user_errors
+from . import ForceOpt, JsonOpt, ScenarioArg, SeedOpt, SetOpt, app, check_seed, check_workers, user_errors
 from .render import fmt, out, to_stdout, write_json
 
 ParamOpt = Annotated[
@@ -45,6 +45,7 @@ def sensitivity(
     seed: SeedOpt = None,
     workers: Annotated[int | None, typer.Option("--workers", help="Parallel runs (default: CPU count).")] = None,
     json_out: JsonOpt = None,
+    force: ForceOpt = False,
 ) -> None:
     """Scale one parameter at a time and show how the headline metrics move.
 
@@ -61,15 +62,15 @@ def sensitivity(
     text, origin = read_scenario(scenario)
     scen = sens.load(text, origin, sets)
     base = FigureRun(Path(origin).stem, origin, text, scen, sets, [], seed=s)
-    plan = sens.plan(base, params, factors)
+    plan = sens.plan(base, params, factors, force)
     n = 1 + len(plan.runs)
     with progress(f"sensitivity ({n} runs)", n) as advance:
         # The base alone first: a --metric it does not produce stops the command
         # now, not after every other run.
-        execute([base], 1, advance)
+        execute([base], 1, advance, force)
         assert base.result is not None
         metrics = sens.check_metrics(metric, base.result, origin) if metric else sens.default_metrics(scen, base.result)
-        execute(plan.runs, workers or min(os.cpu_count() or 1, len(plan.runs)), advance)
+        execute(plan.runs, workers or min(os.cpu_count() or 1, len(plan.runs)), advance, force)
     doc = {
         "scenario": scen.get("name"),
         "origin": origin,

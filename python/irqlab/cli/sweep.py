@@ -11,7 +11,18 @@ from typing import TYPE_CHECKING, Annotated
 import typer
 
 from .._util import UserError, check_overrides, progress, read_scenario
-from . import ForceOpt, ScenarioArg, SeedOpt, SetOpt, app, check_seed, check_workers, summary, user_errors
+from . import (
+    ForceOpt,
+    ScenarioArg,
+    SeedOpt,
+    SetOpt,
+    app,
+    check_seed,
+    check_workers,
+    output_any,
+    summary,
+    user_errors,
+)
 from .render import err, fmt, out
 
 if TYPE_CHECKING:
@@ -20,7 +31,8 @@ if TYPE_CHECKING:
     from ..sweep import Point, Sweep
 
 #: The metrics the summary table shows, when the results have them.
-SHOWN = ("interrupts_per_s", "interrupts", "events")
+#: What the table shows when the results have none of the headline metrics.
+FALLBACK = ("interrupts_per_s", "interrupts")
 
 
 @app.command()
@@ -47,6 +59,7 @@ def sweep(
         typer.Option(
             "--out",
             help="A directory: a Parquet dataset written as runs end. NAME.parquet: one file, merged at the end.",
+            callback=output_any,
         ),
     ] = None,
     resume: Annotated[
@@ -61,6 +74,8 @@ def sweep(
 
     if backend not in sweeps.BACKENDS:
         raise UserError(f"--backend {backend!r}: unknown backend, expected one of {', '.join(sweeps.BACKENDS)}")
+    if address is not None and backend == "local":
+        raise UserError(f"--address {address}: applies to --backend dask or ray, not local")
     check_workers(workers)
     axes = sweeps.parse_grid(grid)
     overrides = check_overrides(set_)
@@ -71,8 +86,9 @@ def sweep(
         todo = [p for p in plan.points if p.key not in store.done]
         failed: list[tuple[sweeps.Point, str, str]] = []
         nworkers = workers or max(1, min(os.cpu_count() or 1, len(todo)))
-        label = f"sweep ({len(todo)} points" + (f", {len(store.done)} done before" if store.done else "") + ")"
-        with progress(label, len(todo), unit="points", lines=True, quiet=quiet) as advance:
+        runs = f"{len(todo)} run" + ("" if len(todo) == 1 else "s")
+        label = f"sweep ({runs}" + (f", {len(store.done)} done before" if store.done else "") + ")"
+        with progress(label, len(todo), unit="runs", lines=True, quiet=quiet) as advance:
 
             def on_done(point: sweeps.Point, status: str, payload: str) -> None:
                 if status == "ok":
@@ -107,12 +123,17 @@ def _fail(failed: list[tuple[Point, str, str]], ran: int, kept: Path | None) -> 
 
 
 def _summary(plan: Sweep, table: pa.Table, origin: str, out_file: Path | None, before: int) -> None:
+    import pyarrow as pa
+
     from .. import sweep as sweeps
+    from ..sweep_report import headline
 
     keys = plan.keys
-    shown = [m for m in SHOWN if m in table.column_names]
+    floats = [f.name for f in table.schema if pa.types.is_floating(f.type) and f.name not in keys]
+    # The metrics `irqlab report` plots by default (`irqlab query` has every column).
+    shown = headline(floats, table) or [m for m in FALLBACK if m in table.column_names]
     npoints = len(plan.points) // plan.replications
-    title = f"sweep of {origin}: {npoints} points"
+    title = f"sweep of {origin}: {npoints} point" + ("" if npoints == 1 else "s")
     if plan.replications > 1:
         title += f" x {plan.replications} replications"
     if before:

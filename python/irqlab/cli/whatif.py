@@ -10,7 +10,7 @@ import typer
 from rich.table import Table
 
 from .._util import UserError
-from . import SeedOpt, app, check_seed, user_errors
+from . import SeedOpt, app, check_seed, output_file, user_errors
 from .render import fmt, out, to_stdout, write_json
 
 
@@ -51,7 +51,9 @@ def whatif(
         float, typer.Option(help="SDEI_EVENT_SIGNAL SMC on the requester (an assumption).")
     ] = 2000,
     seed: SeedOpt = None,
-    json_out: Annotated[Path | None, typer.Option("--json", help="Write both tables as JSON ('-' = stdout).")] = None,
+    json_out: Annotated[
+        Path | None, typer.Option("--json", help="Write both tables as JSON ('-' = stdout).", callback=output_file)
+    ] = None,
 ) -> None:
     """M1 fleet what-if: pseudo-NMI's throughput cost and who reaches a wedged CPU."""
     from .. import whatif as wi
@@ -72,11 +74,11 @@ def whatif(
     for name, v in finite.items():
         if not math.isfinite(v):
             raise UserError(f"{name} {v}: expected a finite number")
-    if irqs < 0 or irq_handler_ns < 0 or wedge_ms <= 0 or exceptions_per_s < 0 or sdei_signal_ns < 0:
-        raise UserError(
-            "--exceptions-per-s, --irqs-per-s, --irq-handler-ns, --sdei-signal-ns: expected at least 0; "
-            "--wedge-ms: above 0"
-        )
+    for name, v in finite.items():
+        if name == "--wedge-ms" and v <= 0:
+            raise UserError(f"--wedge-ms {v}: expected above 0")
+        if v < 0:
+            raise UserError(f"{name} {v}: expected at least 0")
     b = wi.Base.load(base or wi.DEFAULT_BASE)
     profile = wi.Profile(exceptions_per_s, irqs, irq_handler_ns)
     # Without --seed, seed 1 (the generated scenarios have no seed of their own);

@@ -10,7 +10,7 @@ from pathlib import Path
 from typing import Any
 
 from .. import _core
-from .._util import UserError, in_worker, one_line
+from .._util import UserError, in_worker, one_line, time_ns
 from .record import SCHEMA_TAG
 
 REQUIRED = {"time": "int64", "cpu": "int32", "irq": "int32", "name": "string", "event": "string"}
@@ -91,7 +91,9 @@ def replay(
         )
     try:
         ov = list(overrides)
-        raw = in_worker(lambda stop: _core.run_replay(text, origin, ov, seed, got, stop, force))
+        raw = in_worker(
+            lambda stop: _core.run_replay(text, origin, ov, seed, got, stop, force), time_ns(scen["duration"]) / 1e9
+        )
     except _core.ScenarioError as e:
         raise UserError(one_line(str(e))) from None
     res = json.loads(raw)
