@@ -69,3 +69,25 @@ def test_scale_scenarios_load_and_spread_their_sources(tmp_path):
         assert scen["platform"]["cpus"] == cpus
         (src,) = scen["source"]
         assert src["count"] == 32 * cpus and sorted(set(src["cpus"])) == list(range(cpus))
+
+
+def test_a_peer_runs_beside_the_reference_and_its_ratio_is_reported(tmp_path):
+    """`--peer`: the SimPy twin (or any command printing its rate) timed in the
+    same run, alternating with irqlab's; a peer that fails is one error line."""
+    import sys
+
+    from helpers import assert_user_error
+
+    fake = tmp_path / "peer.py"
+    fake.write_text("import json\nprint(json.dumps({'interrupts_per_wall_s': 1000.0}))\n")
+    out = tmp_path / "bench.json"
+    p = run_cli("bench", "--repeat", "2", "--peer", f"{sys.executable} {fake}", "--json", out)
+    assert_ok(p)
+    m = json.loads(out.read_text())["metrics"]
+    assert m["peer.0.interrupts_per_wall_s"] == 1000.0
+    assert m["peer.0.irqlab_times"] == m["interrupts_per_wall_s"] / 1000.0
+    assert "peer 0 (" in p.stderr and "peer.py" in p.stderr
+    broken = tmp_path / "broken.py"
+    broken.write_text("import sys\nsys.exit('no simpy here')\n")
+    assert_user_error(run_cli("bench", "--peer", f"{sys.executable} {broken}"), "--peer", "exit 1", "no simpy here")
+    assert_user_error(run_cli("bench", "--peer", "x", "--scenario", fake), "without --scenario")

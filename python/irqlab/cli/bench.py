@@ -4,6 +4,8 @@ from __future__ import annotations
 
 import json
 import resource
+import shlex
+import subprocess
 import sys
 import time
 from pathlib import Path
@@ -12,10 +14,10 @@ from typing import Annotated
 import typer
 
 from .. import SCENARIOS_DIR, _core
-from .._util import UserError, check_overrides, read_scenario, time_ns
+from .._util import UserError, check_overrides, one_line, read_scenario, time_ns
 from ..result import document
 from . import ForceOpt, JsonOpt, SetOpt, app, user_errors
-from .render import emit
+from .render import emit, err
 
 
 @app.command()
@@ -37,6 +39,15 @@ def bench(
         ),
     ] = None,
     force: ForceOpt = False,
+    peer: Annotated[
+        list[str] | None,
+        typer.Option(
+            "--peer",
+            help="A peer of the reference model to time beside it, as a command that prints JSON with "
+            "interrupts_per_wall_s (e.g. 'python3 ../shared/bench/simpy_reference.py 0.5'); repeatable. "
+            "Its runs alternate with irqlab's, the fastest of --repeat each, and the ratio is reported.",
+        ),
+    ] = None,
 ) -> None:
     """Measure engine speed on the reference scenario (bench/reference.toml) or another one."""
     if repeat < 1:
@@ -45,16 +56,23 @@ def bench(
         if scenario is not None or set_:
             raise UserError("--scale times its own scenarios: give it without --scenario or --set")
         return _scale(_cpu_counts(scale), repeat, json_out)
+    if peer and (scenario is not None or set_):
+        raise UserError("--peer times the reference model's peers: give it without --scenario or --set")
+    peers = [_peer_command(p) for p in peer or []]
     path = scenario if scenario is not None else SCENARIOS_DIR / "bench" / "reference.toml"
     text, origin = read_scenario(path)
     if scenario is None:
         origin = "bench/reference.toml"
     overrides = check_overrides(set_)
     wall = float("inf")
+    peer_rates = [0.0] * len(peers)
     for _ in range(repeat):
+        # Interleaved, so that a change in the machine's load hits both sides.
         t0 = time.perf_counter()
         raw, _trace = _core.run(text, origin, overrides, None, False, None, force)
         wall = min(wall, time.perf_counter() - t0)
+        for i, (cmd, shown) in enumerate(peers):
+            peer_rates[i] = max(peer_rates[i], _run_peer(cmd, shown))
     res = json.loads(raw)
     m = res["metrics"]
     metrics = {
@@ -67,8 +85,51 @@ def bench(
         "sim_s_per_wall_s": _duration_s(text, origin, overrides) / wall,
         "peak_rss_mb": peak_rss_mb(),
     }
+    for i, rate in enumerate(peer_rates):
+        metrics[f"peer.{i}.interrupts_per_wall_s"] = rate
+        metrics[f"peer.{i}.irqlab_times"] = metrics["interrupts_per_wall_s"] / rate
+    for i, (_, shown) in enumerate(peers):
+        err.print(
+            f"peer {i} ({shown}): {peer_rates[i]:,.0f} interrupts per wall-second; "
+            f"irqlab {metrics['interrupts_per_wall_s'] / peer_rates[i]:,.1f}x",
+            markup=False,
+            soft_wrap=True,
+        )
     doc = document(res["scenario"], res["seed"], metrics)
     emit(doc, json_out)
+
+
+def _peer_command(spec: str) -> tuple[list[str], str]:
+    """A --peer as argv, and how to name it."""
+    try:
+        argv = shlex.split(spec)
+    except ValueError as e:
+        raise UserError(f"--peer {spec!r}: {e}; expected a command line") from None
+    if not argv:
+        raise UserError("--peer '': expected a command line that prints JSON with interrupts_per_wall_s")
+    return argv, " ".join(Path(a).name if "/" in a else a for a in argv)
+
+
+def _run_peer(argv: list[str], shown: str) -> float:
+    """One run of a peer: its interrupts per wall-second, or a one-line error."""
+    try:
+        p = subprocess.run(argv, capture_output=True, text=True, timeout=PEER_TIMEOUT_S, check=False)
+    except (OSError, subprocess.TimeoutExpired) as e:
+        raise UserError(f"--peer {shown}: {one_line(str(e))}") from None
+    if p.returncode != 0:
+        last = (p.stderr.strip().splitlines() or ["no output"])[-1]
+        raise UserError(f"--peer {shown}: exit {p.returncode}: {one_line(last)}")
+    try:
+        rate = float(json.loads(p.stdout)["interrupts_per_wall_s"])
+    except (ValueError, KeyError, TypeError):
+        raise UserError(f"--peer {shown}: expected JSON with interrupts_per_wall_s on stdout") from None
+    if not rate > 0:
+        raise UserError(f"--peer {shown}: interrupts_per_wall_s {rate}: expected above 0")
+    return rate
+
+
+#: How long one peer run may take (SimPy's twin takes a few seconds).
+PEER_TIMEOUT_S = 600
 
 
 def _duration_s(text: str, origin: str, overrides: list[str]) -> float:
