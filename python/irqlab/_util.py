@@ -289,7 +289,7 @@ def _wait_with_bar(done: threading.Event, flag: Any, sim_s: float | None) -> Non
     assert sim_s is not None
     columns = [
         TextColumn("simulated"),
-        BarColumn(),
+        BarColumn(bar_width=None),
         TextColumn("{task.description}"),
         TimeElapsedColumn(),
         TextColumn("elapsed,"),
@@ -349,7 +349,15 @@ class _Rate(ProgressColumn):
 
     def render(self, task: Task) -> Text:
         speed = task.finished_speed or task.speed
-        return Text(f"{speed:.3g} {self.unit}/s" if speed else f"- {self.unit}/s", style="progress.data.speed")
+        return Text(f"{_short(speed)} {self.unit}/s" if speed else f"- {self.unit}/s", style="progress.data.speed")
+
+
+def _short(x: float) -> str:
+    """A rate in three significant figures: `0.512`, `12.3`, `2.19k`, `1.5M`."""
+    for scale, suffix in ((1e6, "M"), (1e3, "k")):
+        if x >= scale:
+            return f"{x / scale:.3g}{suffix}"
+    return f"{x:.3g}"
 
 
 @contextmanager
@@ -367,7 +375,8 @@ def progress(
     if not sys.stderr.isatty():
         yield _plain_lines(label, total, unit or "items")
         return
-    columns: list[Any] = [TextColumn("{task.description}"), BarColumn(), MofNCompleteColumn()]
+    # The bar takes what the other columns leave: the line fits an 80-column terminal.
+    columns: list[Any] = [TextColumn("{task.description}"), BarColumn(bar_width=None), MofNCompleteColumn()]
     if unit:
         columns += [_Rate(unit), TimeElapsedColumn(), TextColumn("elapsed,"), TimeRemainingColumn(), TextColumn("left")]
     else:
