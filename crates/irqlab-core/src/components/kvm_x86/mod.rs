@@ -109,8 +109,15 @@ struct Vcpu {
     /// PMIs delivered as a fixed-vector interrupt, waiting for injection.
     pmi_fixed: VecDeque<Ps>,
     pmi_injecting: Vec<Ps>,
+    /// Guest NMIs are blocked until the handler IRETs: `NEVER` while the vCPU is
+    /// out of the guest in the middle of it (the handler runs in guest time), and
+    /// `nmi_left` holds what the handler still has to run.
     nmi_masked_until: Ps,
+    nmi_left: Ps,
+    /// The NMI-window exit armed at entry for an NMI pending behind the handler;
+    /// cancelled on an exit, armed again at the next entry.
     window_armed: bool,
+    window_timer: Option<TimerHandle>,
     /// Interrupts pending in the emulated local APIC (timer, IPI, fixed-mode PMI),
     /// those being injected on this attempt, and those delivered.
     virq_pending: u32,
@@ -195,6 +202,9 @@ pub struct KvmAudit {
     pub posted_pending: u64,
     /// Events handed out of time order (the scheduler's audit, copied here).
     pub time_reversals: u64,
+    /// NMI-window exits taken while the vCPU was not in the guest (its NMI
+    /// handler cannot IRET there): none, since the handler runs in guest time.
+    pub nmi_windows_outside_guest: u64,
 }
 
 impl KvmModel {
@@ -226,7 +236,9 @@ impl KvmModel {
                 pmi_fixed: VecDeque::new(),
                 pmi_injecting: Vec::new(),
                 nmi_masked_until: 0,
+                nmi_left: 0,
                 window_armed: false,
+                window_timer: None,
                 virq_pending: 0,
                 virq_injecting: 0,
                 virqs: 0,
@@ -362,6 +374,16 @@ impl KvmModel {
         for h in vc.guest_timers.iter_mut().filter_map(|t| t.take()) {
             s.cancel(h);
         }
+        // The guest's NMI handler pauses with the guest: it IRETs only after
+        // the rest of it has run in guest mode, and the window exit with it.
+        if vc.nmi_masked_until > now && vc.nmi_masked_until != NEVER {
+            vc.nmi_left = vc.nmi_masked_until - now;
+            vc.nmi_masked_until = NEVER;
+        }
+        if let Some(h) = vc.window_timer.take() {
+            s.cancel(h);
+            vc.window_armed = false;
+        }
         self.begin(s, v, Phase::Exit, Some(self.c.exit + extra));
     }
 
@@ -467,7 +489,11 @@ impl KvmModel {
                 }
             }
             Src::NmiWindow => {
+                if self.vcpus[v].phase != Phase::Guest {
+                    self.audit.nmi_windows_outside_guest += 1;
+                }
                 self.vcpus[v].window_armed = false;
+                self.vcpus[v].window_timer = None;
                 self.request(s, v, Req::Event, Cause::Src(src));
             }
         }
@@ -506,6 +532,9 @@ impl KvmModel {
             Phase::Entry => {
                 let vc = &mut self.vcpus[v];
                 vc.enters += 1;
+                if vc.nmi_masked_until == NEVER {
+                    vc.nmi_masked_until = now + std::mem::take(&mut vc.nmi_left);
+                }
                 for (t, from_pmi) in vc.injecting.drain(..) {
                     vc.nmi.delivered += 1;
                     self.audit.nmis_delivered += 1;
@@ -529,7 +558,8 @@ impl KvmModel {
                 if vc.nmi.pending > 0 && !vc.window_armed {
                     // An NMI still pending behind the guest's NMI handler: exit when it IRETs.
                     vc.window_armed = true;
-                    s.at(vc.nmi_masked_until.max(now), KvmEv::Src(v as u32, Src::NmiWindow));
+                    let at = vc.nmi_masked_until.max(now);
+                    vc.window_timer = Some(s.timer_after(at - now, KvmEv::Src(v as u32, Src::NmiWindow)));
                 }
                 vc.guest_since = now;
                 self.begin(s, v, Phase::Guest, None);
