@@ -36,9 +36,10 @@ app = typer.Typer(
 
 U64_MAX = 2**64 - 1
 
-ScenarioArg = Annotated[Path, typer.Argument(help="Scenario TOML file.", show_default=False)]
+ScenarioArg = Annotated[Path, typer.Argument(help="Scenario TOML file.", show_default=False, metavar="SCENARIO")]
 SetOpt = Annotated[
-    list[str] | None, typer.Option("--set", help="Override a scenario key: KEY.PATH=VALUE (repeatable).")
+    list[str] | None,
+    typer.Option("--set", help="Override a scenario key: KEY.PATH=VALUE (repeatable).", metavar="KEY=VALUE"),
 ]
 SeedOpt = Annotated[int | None, typer.Option("--seed", help="Seed instead of the scenario's own.")]
 SetFromOpt = Annotated[
