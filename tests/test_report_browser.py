@@ -135,7 +135,7 @@ def test_the_reproduce_report_shows_its_figures_plots_and_traces(
     assert "prediction" in text and "fit: task.0.body" in text
     check_plots(
         browser,
-        "errors of all figures against their tolerance",
+        "errors of all figures in units of their tolerance; predictions filled, fits hollow",
         "m5-nic-100g: variants side by side",
         "m5-nic-100g: nic.eth.latency percentiles per variant",
         "m5-nic-100g: tornado of nic.eth.goodput_gbps",

@@ -12,7 +12,7 @@ from html import escape
 from typing import Any
 
 from matplotlib.figure import Figure
-from matplotlib.ticker import EngFormatter, MaxNLocator, PercentFormatter
+from matplotlib.ticker import EngFormatter, MaxNLocator
 
 from .cli.summary import unit_of
 from .plotting import COLORS, axis_in, img, metric_unit, number, page, table, value_text
@@ -34,38 +34,61 @@ PERCENTILES = (("p50", 0.5), ("p90", 0.9), ("p99", 0.99), ("p99.9", 0.999), ("p9
 
 
 def figure_plot(row: dict[str, Any]) -> str:
-    """Published vs simulated for one figure, the tolerance band shaded."""
+    """Published vs simulated for one figure, the tolerance band shaded, each
+    bar labelled with its value in the figure's unit (a time in s with its
+    prefix, a ratio as a plain number)."""
     fig = Figure(figsize=(5.0, 1.5))
     ax = fig.add_subplot()
     pub, sim, tol = row["published"], row["simulated"], row["tolerance"]
+    unit = row["unit"] or ""
+    scale = axis_in(ax, unit, "x", [pub, sim])
     band = tol * abs(pub) if pub != 0 else tol
-    ax.axvspan(pub - band, pub + band, color="#cde4f7", label="tolerance")
-    ax.barh([1], [pub], color="#1f77b4", height=0.6, label="published")
+    ax.axvspan((pub - band) * scale, (pub + band) * scale, color="#cde4f7", label=f"tolerance ±{tol:.0%}")
+    ax.barh([1], [pub * scale], color="#1f77b4", height=0.6)
+    ax.text(pub * scale, 1, " " + value_text(pub, unit), va="center", fontsize=7)
     if sim is not None:
-        ax.barh([0], [sim], color="#2ca02c" if row["within_tolerance"] else "#d62728", height=0.6, label="simulated")
+        ax.barh([0], [sim * scale], color="#2ca02c" if row["within_tolerance"] else "#d62728", height=0.6)
+        ax.text(sim * scale, 0, " " + value_text(sim, unit), va="center", fontsize=7)
     ax.set_yticks([0, 1], ["simulated", "published"])
-    ax.set_xlabel(row["unit"] or "value")
-    ax.xaxis.set_major_formatter(EngFormatter())
+    # A time's ticks carry their unit (12 ms); anything else is named below the axis.
+    timed = unit in ("ns", "us", "µs", "ms", "s")
+    ax.set_xlabel("ratio" if row.get("relative_to") is not None else "" if timed else unit or "value")
     ax.xaxis.set_major_locator(MaxNLocator(6))
-    ax.set_title(row["name"], fontsize=9)
-    return img(fig, f"{row['name']}: published vs simulated")
+    ax.margins(x=0.25)
+    ax.legend(loc="lower right", fontsize=7, frameon=False)
+    ax.set_title(f"{row['name']} ({row['kind']})", fontsize=9)
+    verdict_text = "within tolerance" if row["within_tolerance"] else "outside tolerance"
+    return img(
+        fig,
+        f"{row['name']} ({row['kind']}): published {value_text(pub, unit)}, simulated {value_text(sim, unit)}, "
+        + verdict_text,
+    )
 
 
 def error_overview(rows: Sequence[dict[str, Any]]) -> str:
-    """Every figure's error against its tolerance on one chart."""
-    fig = Figure(figsize=(7.0, 0.35 * len(rows) + 1.2))
+    """Every figure's error in units of its own tolerance (the band is ±1 for
+    all, so a 2 % band is as wide as a 67 % one); predictions filled, fits
+    hollow: a fit within its band confirms nothing, a prediction does."""
+    fig = Figure(figsize=(7.0, 0.35 * len(rows) + 1.4))
     ax = fig.add_subplot()
     ys = list(range(len(rows)))[::-1]
+    ax.axvspan(-1, 1, color="#deebf7")
+    limit = 3.0
     for y, r in zip(ys, rows):
-        ax.plot([-r["tolerance"], r["tolerance"]], [y, y], color="#9ecae1", linewidth=6, solid_capstyle="butt")
-        if r["error"] is not None:
-            ax.plot([r["error"]], [y], "o", color="#2ca02c" if r["within_tolerance"] else "#d62728")
+        if r["error"] is None or not r["tolerance"]:
+            continue
+        x = r["error"] / r["tolerance"]
+        color = "#2ca02c" if r["within_tolerance"] else "#d62728"
+        fill = color if r["kind"] == "prediction" else "none"
+        ax.plot([max(-limit, min(limit, x))], [y], "o", color=color, markerfacecolor=fill, markersize=7)
+        if abs(x) > limit:  # off the chart: say by how much
+            ax.text(limit if x > 0 else -limit, y + 0.25, f"{x:+.1f}x", fontsize=7, ha="center")
     ax.axvline(0, color="#888", linewidth=0.8)
+    ax.set_xlim(-limit - 0.3, limit + 0.3)
     ax.set_ylim(-0.7, len(rows) - 0.3)
     ax.set_yticks(ys, [r["name"] for r in rows], fontsize=8)
-    ax.xaxis.set_major_formatter(PercentFormatter(1.0))
-    ax.set_xlabel("error (relative to published; band = tolerance)")
-    return img(fig, "errors of all figures against their tolerance")
+    ax.set_xlabel("error in tolerances (band: within tolerance; filled: prediction, hollow: fit)")
+    return img(fig, "errors of all figures in units of their tolerance; predictions filled, fits hollow")
 
 
 def _kind(r: dict[str, Any]) -> str:
@@ -91,12 +114,18 @@ def figure_table(rows: Sequence[dict[str, Any]], traces: dict[str, str]) -> str:
         tol = f"{r['tolerance']:.2%}" if r["published"] != 0 else number(r["tolerance"], r["unit"])
         scen = escape(r["scenario"])
         if r["scenario"] in traces:
-            scen += f' <a href="{escape(traces[r["scenario"]])}" title="Perfetto trace of its base run">trace</a>'
+            # The trace is of the file's base run: a row read from a variant says so.
+            label = "trace" if not r["overrides"] and r.get("relative_to") is None else "base run's trace"
+            scen += f' <a href="{escape(traces[r["scenario"]])}" title="Perfetto trace of its base run">{label}</a>'
         if r["overrides"]:
             scen += f'<br><span class="note">{escape(", ".join(r["overrides"]))}</span>'
+        name = escape(r["name"])
+        if r.get("doc"):
+            what = "why it misses" if not ok else "what it rests on"
+            name += f'<br><span class="note">{what}: {escape(r["doc"])}</span>'
         out.append(
             f'<tr class="{"pass" if ok else "fail"}">'
-            f'<td class="l">{escape(r["name"])}</td><td class="l">{_kind(r)}</td>'
+            f'<td class="l">{name}</td><td class="l">{_kind(r)}</td>'
             f'<td class="l">{scen}</td><td class="l"><code>{_breakable(r["metric"])}</code></td>'
             f"<td>{number(r['published'], r['unit'])}</td><td>{number(r['simulated'], r['unit'])}</td>"
             f'<td>{err}</td><td>&plusmn;{tol}</td><td class="v">{verdict(r)}</td>'
@@ -281,10 +310,12 @@ def _factor_label(f: float) -> str:
     return f"x {f:g}"
 
 
-def tornado_plot(entry: dict[str, Any]) -> str:
+def tornado_plot(entry: dict[str, Any], published: float | None = None) -> str:
     """A figure's metric's relative change with each parameter scaled by each
     factor: a row per parameter, the one that moves it most on top, a bar per
-    factor side by side (both may push the same way)."""
+    factor side by side (both may push the same way). With `published` (the
+    file's own figure for this metric), a line where the published value lies:
+    which single change would reach it."""
     metric = entry["metric"]
     params = tornado(entry, metric)
     factors = entry["factors"]
@@ -298,6 +329,9 @@ def tornado_plot(entry: dict[str, Any]) -> str:
         widths = [100 * (changes.get(f) or 0.0) for _, changes in params]
         ax.barh([y - offset for y in ys], widths, height=height, color=COLORS[i % len(COLORS)], label=_factor_label(f))
     ax.axvline(0, color="#888", linewidth=0.8)
+    base = entry["base"]["metrics"].get(metric)
+    if published is not None and base:
+        ax.axvline(100 * (published / base - 1), color="#000", linestyle="--", linewidth=1, label="published")
     ax.set_yticks(ys, [name for name, _ in params], fontsize=8)
     ax.set_xlabel(f"change of {metric} against the file as is (%)")
     ax.set_title(f"{entry['scenario']}: sensitivity of {metric}", fontsize=9)
@@ -310,13 +344,16 @@ def _pct(x: float | None) -> str:
     return "n/a" if x is None else f"{x:+.1%}"
 
 
-def sensitivity_section(entries: Sequence[dict[str, Any]]) -> list[str]:
-    """Per M5 figure: its tornado plot and the numbers behind it."""
+def sensitivity_section(entries: Sequence[dict[str, Any]], rows: Sequence[dict[str, Any]] = ()) -> list[str]:
+    """Per M5 figure: its tornado plot and the numbers behind it; `rows`, the
+    figures, give the published value of the file's own run where there is one."""
     out = [
         "<h2>Sensitivity</h2>",
         '<p class="note">How each M5 figure\'s headline metric moves when one parameter is scaled '
         "(the others as in the file, no expectation's <code>set</code> applied): which inputs the "
-        "figure rests on.</p>",
+        "figure rests on. The dashed line is where the published value lies. Where the remapping path is "
+        "saturated, slower interrupt handling (a longer handler, entry or MSI latency) can <em>raise</em> "
+        "throughput: each interrupt then finds more completions, so fewer MSIs take the path from the data.</p>",
     ]
     for e in entries:
         if e["metric"] is None:
@@ -324,8 +361,22 @@ def sensitivity_section(entries: Sequence[dict[str, Any]]) -> list[str]:
         metric = e["metric"]
         unit = unit_of(metric)
         base = e["base"]["metrics"][metric]
-        out.append(f"<h3>{escape(e['scenario'])}: {escape(metric)} = {number(base, unit)} as is</h3>")
-        out.append(f'<div class="plots">{tornado_plot(e)}</div>')
+        own = next(
+            (
+                r
+                for r in rows
+                if r["scenario"] == e["scenario"]
+                and r["metric"] == metric
+                and not r["overrides"]
+                and r.get("relative_to") is None
+            ),
+            None,
+        )
+        head = f"{escape(e['scenario'])}: {escape(metric)} = {number(base, unit)} as is"
+        if own is not None:
+            head += f" (published {number(own['published'], unit)}, {own['kind']}: {verdict(own)})"
+        out.append(f"<h3>{head}</h3>")
+        out.append(f'<div class="plots">{tornado_plot(e, None if own is None else own["published"])}</div>')
         heads = "".join(f"<th>{escape(_factor_label(f))}</th><th>change</th>" for f in e["factors"])
         out.append(f'<table><tr><th class="l">parameter</th><th>as is</th>{heads}</tr>')
         for name, _ in tornado(e, metric):
@@ -409,7 +460,7 @@ def render(
         )
         out.extend(study_tables(studies, runs))
     if any(e["metric"] is not None for e in sensitivity):
-        out.extend(sensitivity_section(sensitivity))
+        out.extend(sensitivity_section(sensitivity, rows))
     if traces:
         out.extend(trace_section(traces))
     series = [(stem, rs, series_plot(stem, rs)) for stem, rs in figure_runs(runs).items()]

@@ -231,10 +231,12 @@ def gsim_target_plot(entry: dict[str, Any]) -> str:
     ax.legend(fontsize=7)
     ax = axes[1]
     ax.plot(xs, xs, ":", color="#888", label="the target")
-    ax.plot(xs, [p["interrupts"] for p in pts], "o-", color=COLORS[1], label="all interrupts")
+    ax.plot(xs, [p["interrupts"] for p in pts], "o-", color=COLORS[1], label="all (devices, GSIM's timer)")
     for i, dev in enumerate(sorted({d for p in pts for d in p["device"]})):
         ys = [p["device"].get(dev) for p in pts]
-        ax.plot(xs, ys, "s-", color=COLORS[(i + 2) % len(COLORS)], label=f"source {dev}")
+        # GSIM's target counts device interrupts; its own hrtimer interrupts are not MSIs.
+        label = "GSIM's own hrtimer interrupts" if dev == "gsim" else f"device {dev} (what the target bounds)"
+        ax.plot(xs, ys, "s-", color=COLORS[(i + 2) % len(COLORS)], label=label)
     ax.yaxis.set_major_formatter(EngFormatter(unit="/s"))
     ax.set_ylabel("interrupts per second")
     ax.set_title("interrupt rate", fontsize=9)

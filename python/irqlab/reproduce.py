@@ -236,6 +236,7 @@ def check(run: FigureRun, runs: Sequence[FigureRun] = ()) -> list[dict[str, Any]
                 "scenario": run.stem,
                 "overrides": run.overrides,
                 "metric": metric,
+                "doc": exp.get("doc"),
             }
         )
     return rows

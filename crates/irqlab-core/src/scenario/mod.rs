@@ -256,6 +256,10 @@ pub struct Expect {
     /// same metric of the variant with these overrides (e.g. feature off).
     #[serde(default)]
     pub relative_to: Option<Vec<String>>,
+    /// Where the figure's result is discussed (why it misses, what it rests
+    /// on): a docs page and its section, shown beside the figure in the report.
+    #[serde(default)]
+    pub doc: Option<String>,
 }
 
 /// A study: the same scenario under several overrides, results without expectations.
