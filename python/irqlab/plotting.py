@@ -24,7 +24,7 @@ from .cli.summary import human, human_rate, sig3, unit_of
 COLORS = ["#1f77b4", "#d62728", "#2ca02c", "#ff7f0e", "#9467bd", "#8c564b", "#e377c2", "#7f7f7f", "#bcbd22", "#17becf"]
 
 CSS = """
-body { font-family: system-ui, sans-serif; margin: 2em auto; max-width: 1280px; color: #222; padding: 0 1em; }
+body { font-family: system-ui, sans-serif; margin: 2em auto; max-width: 1600px; color: #222; padding: 0 1em; }
 table { border-collapse: collapse; margin: 1em 0; font-size: 0.88em; }
 .wide { overflow-x: auto; }
 th, td { border: 1px solid #ccc; padding: 0.3em 0.6em; text-align: right; vertical-align: top; }

@@ -8,11 +8,12 @@ from __future__ import annotations
 
 import math
 from collections.abc import Sequence
+from decimal import Decimal
 from html import escape
 from typing import Any
 
 from matplotlib.figure import Figure
-from matplotlib.ticker import EngFormatter, MaxNLocator
+from matplotlib.ticker import EngFormatter, MaxNLocator, NullFormatter
 
 from .cli.summary import unit_of
 from .plotting import COLORS, axis_in, img, metric_unit, number, page, table, value_text
@@ -127,12 +128,22 @@ def figure_table(rows: Sequence[dict[str, Any]], traces: dict[str, str]) -> str:
             f'<tr class="{"pass" if ok else "fail"}">'
             f'<td class="l">{name}</td><td class="l">{_kind(r)}</td>'
             f'<td class="l">{scen}</td><td class="l"><code>{_breakable(r["metric"])}</code></td>'
-            f"<td>{number(r['published'], r['unit'])}</td><td>{number(r['simulated'], r['unit'])}</td>"
+            f"<td>{_as_published(r['published'], r['unit'])}</td><td>{number(r['simulated'], r['unit'])}</td>"
             f'<td>{err}</td><td>&plusmn;{tol}</td><td class="v">{verdict(r)}</td>'
             f'<td class="l src">{escape(r["source"])}</td></tr>'
         )
     out.append("</table></div>")
     return "\n".join(out)
+
+
+def _as_published(x: float, unit: str) -> str:
+    """A published value with the digits it was published with (178.4, not
+    178): the reader compares it with the paper."""
+    shown = number(x, unit)
+    digits = len(Decimal(repr(float(x))).normalize().as_tuple().digits)
+    if digits <= 3 or not math.isfinite(x):  # the shown value already has them all
+        return shown
+    return f'{shown} <span class="note">(published {float(x):,.{digits}g})</span>'
 
 
 def _breakable(name: str) -> str:
@@ -274,6 +285,8 @@ def percentile_plot(scenario: str, hist: str, results: Sequence[tuple[str, dict[
             ax.plot([x for x, _ in pts], [y for _, y in pts], "o-", color=COLORS[i % len(COLORS)], label=name)
     ax.set_xscale("log")
     ax.xaxis.set_major_formatter(EngFormatter(unit="s"))
+    # Under a decade the log axis labels its minor ticks (2e-3, 3e-3...) over each other.
+    ax.xaxis.set_minor_formatter(NullFormatter())
     ax.set_yticks(nines, [k for k, _ in PERCENTILES])
     ax.set_xlabel(f"{hist} (log scale)")
     ax.set_ylabel("percentile")
