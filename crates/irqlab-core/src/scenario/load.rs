@@ -48,7 +48,7 @@ fn load_value(mut value: toml::Value, origin: &str, overrides: &[String]) -> Res
         let path = escaped(&e.path().to_string());
         // toml appends "\nin `key`", which the path already says.
         let inner = e.inner().to_string();
-        let msg = one_line(inner.split("\nin `").next().unwrap_or(&inner));
+        let msg = plain_types(&one_line(inner.split("\nin `").next().unwrap_or(&inner)));
         if path == "." {
             ScenarioError(format!("{origin}: {msg}"))
         } else {
@@ -64,6 +64,31 @@ fn load_value(mut value: toml::Value, origin: &str, overrides: &[String]) -> Res
         }
     }
     Ok(sc)
+}
+
+/// serde's Rust type names in "expected u32" say what a user must write instead.
+fn plain_types(msg: &str) -> String {
+    const NAMES: [(&str, &str); 8] = [
+        ("expected u8", "expected a whole number from 0 to 255"),
+        ("expected u16", "expected a whole number from 0 to 65,535"),
+        ("expected u32", "expected a whole number from 0 to 4,294,967,295"),
+        ("expected u64", "expected a whole number from 0 to 2^64-1"),
+        ("expected i32", "expected a whole number"),
+        ("expected i64", "expected a whole number"),
+        ("expected f32", "expected a number"),
+        ("expected f64", "expected a number"),
+    ];
+    let mut out = msg.to_string();
+    for (rust, plain) in NAMES {
+        // Only the whole word: "expected u32" must not match inside "expected u320".
+        if let Some(i) = out.find(rust) {
+            let end = i + rust.len();
+            if !out[end..].starts_with(|c: char| c.is_ascii_alphanumeric()) {
+                out.replace_range(i..end, plain);
+            }
+        }
+    }
+    out
 }
 
 /// `--set SPEC: ` when the key at fault (`source[0].rate`) is one an override

@@ -42,6 +42,7 @@ fn bad_enum_values_say_what_was_expected() {
 fn wrong_types_and_negative_durations_are_rejected() {
     let e = err_of(BASE, &["platform.cpus=lots"]);
     assert!(e.starts_with("s.toml: --set platform.cpus=lots: platform.cpus: invalid type"), "{e}");
+    assert!(e.ends_with("expected a whole number from 0 to 4,294,967,295"), "{e}");
     let e = err_of(BASE, &["duration=-1s"]);
     assert!(e.starts_with("s.toml: --set duration=-1s: duration:") && e.contains("non-negative"), "{e}");
     let e = err_of(BASE, &["source[0].handler=300"]);
