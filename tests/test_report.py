@@ -120,3 +120,20 @@ def test_bad_input_is_one_error_line(replicated: Path, tmp_path: Path) -> None:
 )
 def test_numbers_read_as_people_write_them(value: float | None, unit: str, text: str) -> None:
     assert number(value, unit) == text
+
+
+def test_a_ratio_figure_shows_both_runs_tails() -> None:
+    """A figure that is a ratio (`relative_to`) hides whether either tail is
+    plausible: the report lists each run's whole histogram."""
+    from irqlab.report_mechanisms import relative_tails
+    from irqlab.reproduce import FigureRun
+
+    def res(p999: float) -> dict:
+        return {"metrics": {}, "histograms": {"vblk.clat": {"count": 10, "p99.9": p999, "unit": "ns"}}}
+
+    exp = {"name": "ratio", "metric": "vblk.clat.p99.9", "relative_to": ["x=false"]}
+    on = FigureRun("f", "f.toml", "", {}, ["x=true"], [exp], result=res(590.0))
+    off = FigureRun("f", "f.toml", "", {}, ["x=false"], [], result=res(1000.0))
+    [t] = relative_tails([on, off])
+    assert t["histogram"] == "vblk.clat"  # not "vblk.clat.p99" (the statistic has a dot)
+    assert [(name, h["p99.9"]) for name, h in t["runs"]] == [("x=false", 1000.0), ("x=true", 590.0)]

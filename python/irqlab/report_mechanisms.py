@@ -260,6 +260,33 @@ def gsim_target_plot(entry: dict[str, Any]) -> str:
     return img(fig, f"{entry['figure']}: GSIM against its target interrupt rate")
 
 
+def relative_tails(runs: Sequence[FigureRun]) -> list[dict[str, Any]]:
+    """For each figure that is a ratio of two runs (`relative_to`), both runs'
+    latency percentiles: a ratio alone hides whether either tail is plausible."""
+    out = []
+    for r in runs:
+        for exp in r.expects:
+            other_sets = exp.get("relative_to")
+            if other_sets is None or r.result is None:
+                continue
+            other = next((o for o in runs if o.stem == r.stem and o.overrides == list(other_sets)), None)
+            # The histogram the statistic is read from ("vblk.clat" of "vblk.clat.p99.9").
+            hist = next((h for h in r.result.get("histograms", {}) if exp["metric"].startswith(h + ".")), None)
+            if other is None or other.result is None or hist is None:
+                continue
+            out.append(
+                {
+                    "figure": exp.get("name") or r.stem,
+                    "histogram": hist,
+                    "runs": [
+                        (", ".join(other.overrides), other.result["histograms"][hist]),
+                        (", ".join(r.overrides), r.result["histograms"][hist]),
+                    ],
+                }
+            )
+    return out
+
+
 def mechanism_section(runs: Sequence[FigureRun]) -> list[str]:
     """The plots a reviewer of each mechanism asks for, from the figures' own runs."""
     out: list[str] = []
@@ -286,6 +313,19 @@ def mechanism_section(runs: Sequence[FigureRun]) -> list[str]:
                 ]
             )
         out.append(table(["figure", "exceptions (DAIF)", "extra per pass", "lost, simulated", "lost, published"], rows))
+    for t in relative_tails(runs):
+        out.append(f"<h3>{escape(t['figure'])}: both runs' tails</h3>")
+        out.append(
+            '<p class="note">The figure is the ratio of one percentile of these two runs; here is each run\'s '
+            f"<code>{escape(t['histogram'])}</code> in full.</p>"
+        )
+        stats = ("count", "mean", "p50", "p90", "p99", "p99.9", "p99.99")
+        rows = [
+            [f"<code>{escape(name)}</code>"]
+            + [number(h.get(k), "" if k == "count" else str(h.get("unit", "ns"))) for k in stats]
+            for name, h in t["runs"]
+        ]
+        out.append(table(["run", *stats], rows, left=(0,)))
     causes = cancel_causes(runs)
     if causes:
         out.append("<h3>M4: cancelled VM-enters by cause</h3>")
