@@ -259,9 +259,18 @@ def policy_plots(st: dict[str, Any], runs: Sequence[FigureRun]) -> list[str]:
             for y, v in zip(ys, vals):
                 if v is not None:
                     ax.annotate(f" {value_text(v, unit)}", (v * scale, y), va="center", fontsize=7)
-            ax.set_xlim(0, top * 1.45 if top > 0 else 1)
-            ax.xaxis.set_major_locator(MaxNLocator(3))
-            ax.set_title(m, fontsize=8)
+            positive = [v * scale for v in vals if v is not None and v > 0]
+            if positive and max(positive) > 100 * min(positive):
+                # Over two decades (a 0.1 s run beside a 20-minute one) a linear axis hides the small ones.
+                ax.set_xscale("log")
+                axis_in(ax, unit, "x", vals)  # the log scale replaced the unit's tick labels
+                ax.set_xlim(min(positive) / 2, max(positive) * 8)
+                ax.xaxis.set_minor_formatter(NullFormatter())
+                ax.set_title(f"{m} (log scale)", fontsize=8)
+            else:
+                ax.set_xlim(0, top * 1.45 if top > 0 else 1)
+                ax.xaxis.set_major_locator(MaxNLocator(3))
+                ax.set_title(m, fontsize=8)
             ax.grid(True, axis="x", alpha=0.3)
         axes[0].set_yticks(ys, names, fontsize=7)
         fig.suptitle(f"{st['scenario']}: the variants side by side", fontsize=10)
