@@ -78,3 +78,23 @@ def test_a_terminal_gets_a_progress_bar(small, tmp_path):
     os.close(primary)
     assert p.returncode == 0
     assert b"sweep (3 runs)" in seen
+
+
+def test_output_problem_names_what_is_in_the_way(tmp_path) -> None:
+    """Checked before a command works: a FIFO or device is written through (no
+    temp file beside it), a directory is no file, a file is no directory."""
+    import os
+
+    from irqlab._util import output_problem
+
+    fifo = tmp_path / "pipe"
+    os.mkfifo(fifo)
+    blocker = tmp_path / "blocker"
+    blocker.write_text("x")
+    assert output_problem("-") is None
+    assert output_problem(fifo) is None and output_problem("/dev/null") is None
+    assert output_problem(tmp_path / "new" / "deeper" / "r.json") is None
+    assert output_problem(tmp_path) == "is a directory; expected a file"
+    assert output_problem(blocker, "directory") == "exists and is not a directory; expected a directory"
+    assert output_problem(blocker / "r.json") == f"{blocker} is not a directory"
+    assert output_problem(tmp_path, "any") is None

@@ -105,6 +105,8 @@ def output_problem(path: str | os.PathLike[str], kind: str = "file") -> str | No
     if str(path) == "-":
         return None
     p = Path(os.path.abspath(path))
+    if p.exists() and not p.is_file() and not p.is_dir():
+        return None  # a FIFO or a device (/dev/null): written through, its directory untouched
     if p.exists():
         if kind == "file" and p.is_dir():
             return "is a directory; expected a file"
