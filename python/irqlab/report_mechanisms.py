@@ -171,12 +171,13 @@ def gsim_targets(runs: Sequence[FigureRun]) -> list[dict[str, Any]]:
         pts = []
         for rate, r in fam:
             res = r.result or {}
-            pub = next((float(e["published"]) for e in r.expects if e["metric"] == metric), None)
+            exp = next((e for e in r.expects if e["metric"] == metric), None)
             pts.append(
                 {
                     "target": rate,
                     "value": _metric(r, metric),
-                    "published": pub,
+                    "published": None if exp is None else float(exp["published"]),
+                    "kind": None if exp is None else exp["kind"],
                     "interrupts": _metric(r, "interrupts_per_s"),
                     "device": {
                         k[len("source.") : -len(".interrupts_per_s")]: float(v)
@@ -219,9 +220,11 @@ def gsim_target_plot(entry: dict[str, Any]) -> str:
     axes = fig.subplots(1, 3 if has_p99 else 2)
     ax = axes[0]
     ax.plot(xs, [p["value"] for p in pts], "o-", color=COLORS[0], label="simulated")
-    pub = [(x, p["published"]) for x, p in zip(xs, pts) if p["published"] is not None]
-    if pub:
-        ax.plot([a for a, _ in pub], [b for _, b in pub], "x", color="#000", markersize=9, mew=2, label="published")
+    # A published value the run was fitted on confirms nothing: drawn apart from a prediction.
+    for kind, marker, label in (("prediction", "x", "published (prediction)"), ("fit", "+", "published (a fit)")):
+        pub = [(x, p["published"]) for x, p in zip(xs, pts) if p["published"] is not None and p.get("kind") == kind]
+        if pub:
+            ax.plot([a for a, _ in pub], [b for _, b in pub], marker, color="#000", markersize=9, mew=2, label=label)
     if entry["base"] is not None:
         ax.axhline(entry["base"], color="#888", linestyle="--", linewidth=1, label="without GSIM")
     axis_in(ax, unit)
