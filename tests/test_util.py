@@ -98,3 +98,5 @@ def test_output_problem_names_what_is_in_the_way(tmp_path) -> None:
     assert output_problem(blocker, "directory") == "exists and is not a directory; expected a directory"
     assert output_problem(blocker / "r.json") == f"{blocker} is not a directory"
     assert output_problem(tmp_path, "any") is None
+    if os.path.isdir("/proc"):  # permission bits say root may write there; trying says no
+        assert str(output_problem("/proc/irqlab-nope/o.json")).startswith("cannot write in /proc")

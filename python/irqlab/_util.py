@@ -10,6 +10,7 @@ import secrets
 import signal
 import stat
 import sys
+import tempfile
 import threading
 import time
 from collections.abc import Callable, Iterator, Sequence
@@ -101,7 +102,8 @@ def _temp_for(dest: Path, path: str | os.PathLike[str]) -> tuple[Path, int]:
 def output_problem(path: str | os.PathLike[str], kind: str = "file") -> str | None:
     """Why an output at `path` could not be written, found before any work is
     done (None: it can be). `kind`: "file", "directory", or "any" (a sweep's
-    `--out`, either). '-' (stdout) is always fine."""
+    `--out`, either). '-' (stdout) is always fine. Writability is tried, not
+    read from permission bits (root passes `os.access` where `/proc` refuses)."""
     if str(path) == "-":
         return None
     p = Path(os.path.abspath(path))
@@ -113,15 +115,22 @@ def output_problem(path: str | os.PathLike[str], kind: str = "file") -> str | No
         if kind == "directory" and not p.is_dir():
             return "exists and is not a directory; expected a directory"
         if kind != "file" and p.is_dir():
-            return None if os.access(p, os.W_OK | os.X_OK) else "cannot write in this directory"
+            return _can_create_in(p)
     parent = p.parent
     while not parent.exists():
         parent = parent.parent
     if not parent.is_dir():
         return f"{parent} is not a directory"
-    if not os.access(parent, os.W_OK | os.X_OK):
-        return f"cannot write in {parent}"
-    return None
+    return _can_create_in(parent)
+
+
+def _can_create_in(d: Path) -> str | None:
+    """None if a file can be created in `d` (one is, and removed at once)."""
+    try:
+        with tempfile.TemporaryFile(dir=d):
+            return None
+    except OSError as e:
+        return f"cannot write in {d} ({e.strerror or e})"
 
 
 def same_file(a: str | os.PathLike[str], b: str | os.PathLike[str]) -> bool:
