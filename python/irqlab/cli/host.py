@@ -19,7 +19,14 @@ from .render import emit, err, out, print_result, to_stdout, write_json
 @user_errors
 def measure(
     what: Annotated[str, typer.Argument(help="syscall, sched_yield or pagefault.", show_default=False)],
-    tasks: Annotated[int, typer.Option("--tasks", help="Processes, one pinned per CPU (sched_yield, pagefault).")] = 1,
+    tasks: Annotated[
+        int,
+        typer.Option(
+            "--tasks",
+            help="Processes, pinned round-robin to the allowed CPUs (sched_yield, pagefault); "
+            "more tasks than CPUs share them.",
+        ),
+    ] = 1,
     calls: Annotated[int, typer.Option("--calls", help="gettid calls per run (syscall).")] = 1_000_000,
     runs: Annotated[int, typer.Option("--runs", help="Runs; the median is reported (syscall).")] = 5,
     seconds: Annotated[float, typer.Option("--seconds", help="Length of one interval.")] = 1.0,
