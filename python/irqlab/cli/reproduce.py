@@ -124,11 +124,17 @@ def _table(rows: list[dict[str, Any]], out_dir: Path) -> Table:
         kind = "pred" if r["kind"] == "prediction" else r["kind"]
         # A figure relative to another variant is a ratio, whatever its metric's unit.
         scale, unit = (1.0, "ratio") if r["relative_to"] is not None else _readable(r["published"], r["unit"])
-        simulated = "n/a" if r["simulated"] is None else f"{r['simulated'] / scale:,.4g}"
+        # The unit goes last: a console too narrow for it cuts the unit, not a number.
+        simulated = "n/a" if r["simulated"] is None else f"{_figures4(r['simulated'] / scale)} {unit}".rstrip()
         tol = f"±{r['tolerance']:.0%}" if round(r["tolerance"] * 100, 6).is_integer() else f"±{r['tolerance']:.1%}"
-        published = f"{r['published'] / scale:,.4g} {unit}".rstrip()
+        published = _figures4(r["published"] / scale)
         t.add_row(r["name"], verdict, e, tol, kind, published, simulated)
     return t
+
+
+def _figures4(v: float) -> str:
+    """Four significant figures, never in e-notation: 14,755, 3.864, 0.59."""
+    return f"{v:,.0f}" if abs(v) >= 1e4 else f"{v:,.4g}"
 
 
 def _readable(published: float, unit: str) -> tuple[float, str]:
