@@ -115,11 +115,9 @@ def test_a_run_publishes_how_far_its_simulated_time_has_got() -> None:
     """What `in_worker`'s bar shows: the core publishes its clock to the run's
     flag every few thousand events, so it reaches the run's end, and never passes it."""
     from irqlab import _core
-    from irqlab._util import _sim_time
 
     flag = _core.StopFlag()
     assert flag.sim_ps() == 0
     _core.run(LONG, "long.toml", ["duration=50ms"], None, False, flag)
     seen = flag.sim_ps()
     assert 0.9 * 50e9 < seen <= 50e9, seen
-    assert [_sim_time(x) for x in (30.0, 0.0125, 850e-6, 2e-9)] == ["30 s", "12.5 ms", "850 us", "2 ns"]

@@ -106,7 +106,8 @@ def output_problem(path: str | os.PathLike[str], kind: str = "file") -> str | No
     read from permission bits (root passes `os.access` where `/proc` refuses)."""
     if str(path) == "-":
         return None
-    p = Path(os.path.abspath(path))
+    # As `_destination`: a symlink's target is what gets written, beside it its temp file.
+    p = Path(os.path.realpath(path))
     if p.exists() and not p.is_file() and not p.is_dir():
         return None  # a FIFO or a device (/dev/null): written through, its directory untouched
     if p.exists():
@@ -298,6 +299,8 @@ def _wait_with_bar(done: threading.Event, flag: Any, sim_s: float | None) -> Non
     else:
         return
     assert sim_s is not None
+    from .cli.summary import human_time  # (cli.summary imports this module)
+
     columns = [
         TextColumn("simulated"),
         BarColumn(bar_width=None),
@@ -311,15 +314,7 @@ def _wait_with_bar(done: threading.Event, flag: Any, sim_s: float | None) -> Non
         task = bar.add_task("", total=sim_s)
         while not done.wait(0.1):
             now = min(flag.sim_ps() / 1e12, sim_s)
-            bar.update(task, completed=now, description=f"{_sim_time(now)} of {_sim_time(sim_s)}")
-
-
-def _sim_time(s: float) -> str:
-    """Simulated seconds for a person: `850 us`, `12.5 ms`, `3.2 s`."""
-    for unit, scale in (("s", 1.0), ("ms", 1e-3), ("us", 1e-6)):
-        if s >= scale:
-            return f"{s / scale:.3g} {unit}"
-    return f"{s * 1e9:.3g} ns"
+            bar.update(task, completed=now, description=f"{human_time(now * 1e9)} of {human_time(sim_s * 1e9)}")
 
 
 def _wait_through_interrupts(done: threading.Event) -> None:
@@ -359,16 +354,11 @@ class _Rate(ProgressColumn):
         self.unit = unit
 
     def render(self, task: Task) -> Text:
+        from .cli.summary import human_rate  # (cli.summary imports this module)
+
         speed = task.finished_speed or task.speed
-        return Text(f"{_short(speed)} {self.unit}/s" if speed else f"- {self.unit}/s", style="progress.data.speed")
-
-
-def _short(x: float) -> str:
-    """A rate in three significant figures: `0.512`, `12.3`, `2.19k`, `1.5M`."""
-    for scale, suffix in ((1e6, "M"), (1e3, "k")):
-        if x >= scale:
-            return f"{x / scale:.3g}{suffix}"
-    return f"{x:.3g}"
+        rate = human_rate(speed, f"{self.unit}/s") if speed else f"- {self.unit}/s"
+        return Text(rate, style="progress.data.speed")
 
 
 @contextmanager
