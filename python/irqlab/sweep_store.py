@@ -131,12 +131,11 @@ def _check_definition(where: Path, sweep: Sweep, theirs: Any) -> None:
         )
 
 
-def _check_maker(where: Path, sweep: Sweep, schema_: pa.Schema) -> None:
+def _check_maker(where: Path, mine: dict[str, str], schema_: pa.Schema) -> None:
     """Refuse to resume runs another irqlab made: a row's key hashes the
     scenario, overrides and seed, not the model, so a resumed sweep would mix
     results of two models under one version."""
     meta = schema_.metadata or {}
-    mine = sweep.metadata()
     for key in ("irqlab.version", "irqlab.commit"):
         theirs = meta.get(key.encode())
         if theirs is not None and theirs.decode() != mine[key]:
@@ -230,7 +229,7 @@ class Store:
         if theirs is None:
             raise UserError(f"--resume: {self.final} was not written by a resumable sweep; choose another --out")
         _check_definition(self.final, self.sweep, theirs)
-        _check_maker(self.final, self.sweep, meta)
+        _check_maker(self.final, self.sweep.metadata(), meta)
         keys = _read(self.final, ["point_key"]).column("point_key").to_pylist()
         self.done = set(keys)
         if self.done != set(self._order):
@@ -263,12 +262,13 @@ class Store:
             raise UserError(f"--resume: {d} is not an irqlab sweep dataset (no {MANIFEST}, no part files)")
         if manifest is not None:
             _check_definition(d, self.sweep, manifest.get("sweep"))
+        mine = self.sweep.metadata()  # once: the commit comes from two git calls
         for part in parts:
             meta = _read_schema(part)
             theirs = _definition_in(meta)
             if theirs is not None:
                 _check_definition(d, self.sweep, theirs)
-            _check_maker(part, self.sweep, meta)
+            _check_maker(part, mine, meta)
             keys = _read(part, ["point_key"]).column("point_key").to_pylist()
             for k in keys:
                 if k not in self._order:
