@@ -413,6 +413,14 @@ def _plain_lines(label: str, total: int, unit: str) -> Callable[[], None]:
     return advance
 
 
+def duration_s(text: str, origin: str, overrides: list[str]) -> float:
+    """A scenario's simulated duration (warm-up included), in seconds."""
+    from . import _core
+
+    duration: str = json.loads(_core.load(text, origin, overrides))["duration"]
+    return time_ns(duration) / 1e9
+
+
 def time_ns(t: str) -> float:
     """A time as scenarios write it ("40ns", "1500ps", "0s"), in ns: parsed by the
     core's own parser, so Python and Rust never disagree on a unit."""

@@ -14,7 +14,7 @@ from typing import Annotated
 import typer
 
 from .. import SCENARIOS_DIR, _core
-from .._util import UserError, check_overrides, one_line, read_scenario, time_ns
+from .._util import UserError, check_overrides, duration_s, one_line, read_scenario
 from ..result import document
 from . import ForceOpt, JsonOpt, SetOpt, app, user_errors
 from .render import emit, err
@@ -82,7 +82,7 @@ def bench(
         "interrupts_per_wall_s": m["interrupts"] / wall,
         "events_per_wall_s": m["events"] / wall,
         # Warm-up included: it is simulated too.
-        "sim_s_per_wall_s": _duration_s(text, origin, overrides) / wall,
+        "sim_s_per_wall_s": duration_s(text, origin, overrides) / wall,
         "peak_rss_mb": peak_rss_mb(),
     }
     for i, rate in enumerate(peer_rates):
@@ -91,7 +91,7 @@ def bench(
     for i, (_, shown) in enumerate(peers):
         err.print(
             f"peer {i} ({shown}): {peer_rates[i]:,.0f} interrupts per wall-second; "
-            f"irqlab {metrics['interrupts_per_wall_s'] / peer_rates[i]:,.1f}x",
+            f"irqlab {metrics[f'peer.{i}.irqlab_times']:,.1f}x",
             markup=False,
             soft_wrap=True,
         )
@@ -130,12 +130,6 @@ def _run_peer(argv: list[str], shown: str) -> float:
 
 #: How long one peer run may take (SimPy's twin takes a few seconds).
 PEER_TIMEOUT_S = 600
-
-
-def _duration_s(text: str, origin: str, overrides: list[str]) -> float:
-    """A scenario's simulated duration (warm-up included), in seconds."""
-    duration: str = json.loads(_core.load(text, origin, overrides))["duration"]
-    return time_ns(duration) / 1e9
 
 
 def peak_rss_mb() -> float:

@@ -16,6 +16,7 @@ from .._util import (
     UserError,
     atomic_write,
     check_overrides,
+    duration_s,
     in_worker,
     measured_keys,
     read_scenario,
@@ -23,7 +24,6 @@ from .._util import (
     set_from,
     staged_file,
     streams_to_file,
-    time_ns,
     write_all,
 )
 from ..reproduce import variant_overrides
@@ -141,7 +141,7 @@ def _run_and_show(
     all_: bool,
 ) -> None:
     json_stdout = to_stdout(json_out) or fmt is Format.json
-    sim_s = time_ns(json.loads(_core.load(text, origin, overrides))["duration"]) / 1e9
+    sim_s = duration_s(text, origin, overrides)
     try:
         raw, trace = in_worker(
             lambda stop: _core.run(text, origin, overrides, s, trace_out is not None, stop, force, trace_tmp), sim_s
