@@ -15,7 +15,7 @@ from helpers import assert_ok, assert_user_error, run_cli
 from irqlab import _core
 from irqlab._util import UserError
 from irqlab.reproduce import SENSITIVITY
-from irqlab.sensitivity import current_value, parse_factors, scale_value, toml_literal, tornado
+from irqlab.sensitivity import current_value, parse_factors, scale_value, shown, toml_literal, tornado
 
 NVME = irqlab.SCENARIOS_DIR / "figures" / "m5-nvme-8ssd.toml"
 # Short enough for a test (each run well under a second), long enough that the
@@ -54,6 +54,27 @@ SHORT = ["--set", "duration=30ms", "--set", "warmup=10ms"]
 def test_scale_value_keeps_the_kind_and_unit(value: Any, factor: float, expected: Any) -> None:
     got = scale_value(value, factor)
     assert got == expected and type(got) is type(expected)
+
+
+@pytest.mark.parametrize(
+    "value,expected",
+    [
+        # The core resolves "39.7ns" to whole ps; a person reads it in ns, every digit kept.
+        ("39700ps", "39.7 ns"),
+        ("19850ps", "19.85 ns"),
+        ("325ns", "325 ns"),
+        ("1us", "1 µs"),
+        ("0.5s", "500 ms"),
+        ("500ps", "500 ps"),
+        ("80k/s", "80k/s"),
+        (1737500.0, "1,737,500"),
+        (8, "8"),
+        (0.35, "0.35"),
+        ("trap", "trap"),
+    ],
+)
+def test_values_are_shown_as_a_person_reads_them(value: Any, expected: str) -> None:
+    assert shown(value) == expected
 
 
 def test_scaled_times_and_rates_read_back_as_the_core_parses_them() -> None:
@@ -181,7 +202,7 @@ def test_the_table_names_each_parameter_and_change() -> None:
     args = ["--param", "nvme.0.per_cqe", "--factor", "2", "--metric", "interrupts_per_s", *SHORT]
     p = run_cli("sensitivity", NVME, *args)
     assert_ok(p)
-    assert "nvme.0.per_cqe" in p.stdout and "600ns" in p.stdout and "interrupts_per_s" in p.stdout
+    assert "nvme.0.per_cqe" in p.stdout and "600 ns" in p.stdout and "interrupts_per_s" in p.stdout
     assert "%" in p.stdout and p.stderr == ""
 
 
@@ -212,6 +233,8 @@ def test_reproduce_draws_a_tornado_per_m5_figure(bundled_report) -> None:
     assert nic[("nic.0.posted_credits", 0.5)] < 0 < nic[("nic.0.posted_credits", 2.0)]
     page = (out / "index.html").read_text()
     assert "<h2>Sensitivity</h2>" in page
+    # The fitted DMA cost as the figure file writes it, not as the core stores it.
+    assert "<td>39.7 ns</td>" in page and "39700ps" not in page
     assert 'alt="m5-nvme-8ssd: tornado of nvme.ssd.iops"' in page
     assert 'alt="m5-nic-100g: tornado of nic.eth.goodput_gbps"' in page
     assert "sensitivity of m5-nvme-8ssd, m5-nic-100g (28 runs)" in p.stdout

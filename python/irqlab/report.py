@@ -19,7 +19,7 @@ from .cli.summary import unit_of
 from .plotting import COLORS, axis_in, img, metric_unit, number, page, table, value_text
 from .report_mechanisms import figure_runs, mechanism_section
 from .reproduce import FigureRun, verdict
-from .sensitivity import tornado
+from .sensitivity import shown, tornado
 
 MAX_SERIES_PER_RUN = 12  # a page of 50 panels helps nobody; the JSON has the rest
 #: A study with more variants than this gets its latency tail as bars, not one
@@ -407,7 +407,7 @@ def sensitivity_section(entries: Sequence[dict[str, Any]], rows: Sequence[dict[s
                 r = next((r for r in e["runs"] if r["param"] == name and r["factor"] == f), None)
                 value, change = (None, None) if r is None else (r["metrics"][metric], r["change"][metric])
                 cells += f"<td>{number(value, unit)}</td><td>{_pct(change)}</td>"
-            original = escape(str(e["base"]["values"][name]))
+            original = escape(shown(e["base"]["values"][name]))
             out.append(f'<tr><td class="l">{escape(name)}</td><td>{original}</td>{cells}</tr>')
         out.append("</table>")
     return out

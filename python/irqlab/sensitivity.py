@@ -162,6 +162,26 @@ def scale_value(value: Any, factor: float) -> int | float | str:
     raise ValueError(f"{kind}, not a number")
 
 
+_PS_PER = {"ps": 1.0, "ns": 1e3, "us": 1e6, "µs": 1e6, "ms": 1e9, "s": 1e12}
+
+
+def shown(value: Any) -> str:
+    """A parameter's value as a person reads it: the core writes a resolved
+    time in whole ps ("39700ps"), shown here as 39.7 ns; numbers with
+    thousands separators; anything else as it is."""
+    if isinstance(value, str):
+        m = _QUANTITY.fullmatch(value)
+        if m is not None and m.group(2) in _PS_PER:
+            ps = float(m.group(1)) * _PS_PER[m.group(2)]
+            # The largest unit it is at least 1 of, every digit kept (19.85 ns, not 19.9).
+            unit = next((u for u in ("s", "ms", "µs", "ns") if ps >= _PS_PER[u]), "ps")
+            return f"{ps / _PS_PER[unit]:.9g} {unit}"
+        return value
+    if isinstance(value, (int, float)) and not isinstance(value, bool):
+        return f"{value:,}" if isinstance(value, int) or value != int(value) else f"{int(value):,}"
+    return str(value)
+
+
 def toml_literal(value: int | float | str) -> str:
     """The override's right-hand side: a string quoted, so the core never reads
     "0" or "5e5" as a number where a unit was written; a float always with a point."""

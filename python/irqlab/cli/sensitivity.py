@@ -93,6 +93,8 @@ def _change(c: float | None) -> str:
 
 def _table(doc: dict[str, Any], json_out: Path | None) -> Table:
     """A block of rows per (parameter, factor), one row per metric; the base first."""
+    from ..sensitivity import shown
+
     title = f"sensitivity of {doc['origin']} (seed {doc['seed']})" + (f" -> {json_out}" if json_out else "")
     t = Table(
         title=title, title_justify="left", box=box.SIMPLE_HEAD, show_edge=False, pad_edge=False, collapse_padding=True
@@ -111,6 +113,6 @@ def _table(doc: dict[str, Any], json_out: Path | None) -> Table:
         )
     for r in doc["runs"]:
         for i, m in enumerate(metrics):
-            head = (r["param"], f"{r['factor']:g}", str(r["value"])) if i == 0 else ("", "", "")
+            head = (r["param"], f"{r['factor']:g}", shown(r["value"])) if i == 0 else ("", "", "")
             t.add_row(*head, m, fmt(r["metrics"][m]), _change(r["change"][m]), end_section=i == len(metrics) - 1)
     return t
