@@ -222,6 +222,40 @@ def test_existing_out_needs_resume(small, tmp_path):
     assert_user_error(run_cli("sweep", small, "--grid", "seed=1", "--resume"), "--resume needs --out")
 
 
+def test_a_sweep_extended_with_more_grid_values_runs_only_the_new_points(small, tmp_path):
+    full = tmp_path / "full"
+    assert_ok(run_cli("sweep", small, *FAST, "--out", full))
+    half = ["--grid", "platform.cpus=2,4", "--grid", "source.0.rate=50k/s,200k/s"]
+    for out in (tmp_path / "grown", tmp_path / "grown.parquet"):
+        assert_ok(run_cli("sweep", small, *half, "--out", out))
+        saved = (out / "part-000001.parquet").read_bytes() if out.is_dir() else b""
+        p = run_cli("sweep", small, *FAST, "--out", out, "--resume")
+        assert_ok(p)
+        assert "(4 runs resumed)" in p.stdout
+        # The same rows as the whole grid run at once, numbered by the extended grid.
+        assert read(out).equals(read(full))
+        if not out.is_dir():
+            assert not (tmp_path / "grown.parquet.parts").exists()
+            continue
+        assert manifest(out)["sweep"]["grid"] == manifest(full)["sweep"]["grid"]
+        assert manifest(out)["done"] == manifest(full)["done"]
+        for part in out.glob("part-*.parquet"):
+            assert json.loads(pq.read_schema(part).metadata[b"irqlab.sweep"])["grid"] == manifest(full)["sweep"]["grid"]
+        # A kill before an older part was renumbered: it still reads right and resumes.
+        (out / "part-000001.parquet").write_bytes(saved)
+        p = run_cli("sweep", small, *FAST, "--out", out, "--resume")
+        assert_ok(p)
+        assert "(6 runs resumed)" in p.stdout
+        assert read(out).equals(read(full))
+    # Anything but more values on the same axes is another sweep.
+    fewer = ["--grid", "platform.cpus=2", "--grid", "source.0.rate=50k/s,100k/s,200k/s,400k/s"]
+    line = assert_user_error(run_cli("sweep", small, *fewer, "--out", full, "--resume"), "another sweep")
+    assert "only adding values to its axes extends a sweep" in line
+    swapped = ["--grid", "source.0.rate=50k/s,100k/s,200k/s", "--grid", "platform.cpus=2,4"]
+    assert_user_error(run_cli("sweep", small, *swapped, "--out", full, "--resume"), "another sweep")
+    assert read(full).num_rows == 6
+
+
 def test_replications_share_seeds_across_a_policy_parameter(small, tmp_path):
     out = tmp_path / "r.parquet"
     p = run_cli("sweep", small, "--grid", "source.0.handler=1us,2us", "--replications", "3", "--out", out)

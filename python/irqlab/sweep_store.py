@@ -121,14 +121,33 @@ def _differences(mine: dict[str, Any], theirs: Any) -> list[str]:
     return [label for k, label in labels.items() if mine.get(k) != theirs.get(k)]
 
 
-def _check_definition(where: Path, sweep: Sweep, theirs: Any) -> None:
-    diff = _differences(sweep.definition(), theirs)
-    if diff:
-        verb = "differs" if len(diff) == 1 else "differ"
-        raise UserError(
-            f"--resume: {where} holds another sweep ({', '.join(diff)} {verb}); "
-            "rerun with its definition or choose another --out"
-        )
+def _extends(mine: dict[str, Any], theirs: dict[str, Any]) -> bool:
+    """Whether `mine` is `theirs` with more values on its grid axes (the same
+    keys in the same order), so that every run of theirs is one of mine."""
+    try:
+        old = {k: list(v) for k, v in theirs["grid"]}
+        keys = [k for k, _ in theirs["grid"]]
+    except (TypeError, ValueError, KeyError):
+        return False
+    new = dict(mine["grid"])
+    return keys == [k for k, _ in mine["grid"]] and all(set(old[k]) <= set(new[k]) for k in keys)
+
+
+def _check_definition(where: Path, sweep: Sweep, theirs: Any) -> bool:
+    """Refuses another sweep's output; True if `theirs` is this sweep with
+    fewer grid values (an extended sweep runs only the new points)."""
+    mine = sweep.definition()
+    diff = _differences(mine, theirs)
+    if not diff:
+        return False
+    if diff == ["--grid"] and _extends(mine, theirs):
+        return True
+    verb = "differs" if len(diff) == 1 else "differ"
+    hint = "; only adding values to its axes extends a sweep" if diff == ["--grid"] else ""
+    raise UserError(
+        f"--resume: {where} holds another sweep ({', '.join(diff)} {verb}{hint}); "
+        "rerun with its definition or choose another --out"
+    )
 
 
 def _check_maker(where: Path, mine: dict[str, str], schema_: pa.Schema) -> None:
@@ -228,13 +247,30 @@ class Store:
         theirs = _definition_in(meta)
         if theirs is None:
             raise UserError(f"--resume: {self.final} was not written by a resumable sweep; choose another --out")
-        _check_definition(self.final, self.sweep, theirs)
+        extended = _check_definition(self.final, self.sweep, theirs)
         _check_maker(self.final, self.sweep.metadata(), meta)
         keys = _read(self.final, ["point_key"]).column("point_key").to_pylist()
+        if not extended:
+            self.done = set(keys)
+            if self.done != set(self._order):
+                raise UserError(f"--resume: {self.final} holds other points than this sweep; choose another --out")
+            self._complete_file = True
+            return
+        # More grid values: its rows become the first part of the dataset beside
+        # it, as if this sweep had written them, and the merge at the end replaces
+        # the file. (Killed before then, the file is as it was and the dataset
+        # resumes.)
+        if any(k not in self._order for k in keys):
+            raise UserError(f"--resume: {self.final} holds a point this sweep does not have; choose another --out")
+        self._take_lock()
+        table = self._renumbered(_read(self.final))
+        self._written = set(table.column_names)
+        self._names.update(self._written)
+        self._seq = 1
+        atomic_write(self.dir / _part_name(1), parquet_bytes(conform(table, schema(self.sweep, self._written))))
+        self._parts[_part_name(1)] = list(keys)
         self.done = set(keys)
-        if self.done != set(self._order):
-            raise UserError(f"--resume: {self.final} holds other points than this sweep; choose another --out")
-        self._complete_file = True
+        self._write_manifest()
 
     def _load_dataset(self) -> None:
         d = self.dir
@@ -263,11 +299,12 @@ class Store:
         if manifest is not None:
             _check_definition(d, self.sweep, manifest.get("sweep"))
         mine = self.sweep.metadata()  # once: the commit comes from two git calls
+        older: list[Path] = []  # parts written before the grid was extended
         for part in parts:
             meta = _read_schema(part)
             theirs = _definition_in(meta)
-            if theirs is not None:
-                _check_definition(d, self.sweep, theirs)
+            if theirs is not None and _check_definition(d, self.sweep, theirs):
+                older.append(part)
             _check_maker(part, mine, meta)
             keys = _read(part, ["point_key"]).column("point_key").to_pylist()
             for k in keys:
@@ -283,8 +320,11 @@ class Store:
             assert m is not None
             self._seq = max(self._seq, int(m.group(1)))
         # A kill during a rewrite leaves parts with fewer columns: finish it.
+        # Parts from before an extension get this grid's point numbers and definition.
         if parts and any(set(_read_schema(p).names) != self._written for p in parts):
             self._rewrite(parts, schema(self.sweep, self._written))
+        elif older:
+            self._rewrite(older, schema(self.sweep, self._written))
         if parts:
             self._write_manifest()
 
@@ -384,7 +424,15 @@ class Store:
     def _rewrite(self, parts: list[Path], target: pa.Schema) -> None:
         # Newest first: at every moment each part has at least the first one's columns.
         for part in sorted(parts, reverse=True):
-            atomic_write(part, parquet_bytes(conform(_read(part), target)))
+            atomic_write(part, parquet_bytes(conform(self._renumbered(_read(part)), target)))
+
+    def _renumbered(self, table: pa.Table) -> pa.Table:
+        """`table` with each row's `point` its place in this sweep's grid (an
+        extended grid numbers its points anew), found from `point_key`."""
+        if "point" not in table.column_names:
+            return table
+        points = pa.array([self._order[k][0] for k in table.column("point_key").to_pylist()], pa.int64())
+        return table.set_column(table.column_names.index("point"), "point", points)
 
     def _write_manifest(self) -> None:
         assert self.dir is not None
@@ -427,7 +475,8 @@ class Store:
         if not self._parts:
             return pa.Table.from_pylist([], schema=schema(self.sweep, []))
         target = schema(self.sweep, self._written)
-        return sort_rows(pa.concat_tables([conform(_read(self.dir / p), target) for p in sorted(self._parts)]))
+        parts = [conform(self._renumbered(_read(self.dir / p)), target) for p in sorted(self._parts)]
+        return sort_rows(pa.concat_tables(parts))
 
     def _memory_table(self) -> pa.Table:
         return sort_rows(pa.Table.from_pylist(self._rows, schema=schema(self.sweep, self._names)))
