@@ -240,7 +240,7 @@ class Store:
             self._load_final()
 
     def _load_final(self) -> None:
-        assert self.final is not None
+        assert self.final is not None and self.dir is not None
         if self.final.is_dir():
             raise UserError(f"--out {self.final}: is a directory, expected a Parquet file")
         meta = _read_schema(self.final)
