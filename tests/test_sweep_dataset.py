@@ -434,6 +434,10 @@ def test_the_summary_shows_the_headline_metrics(small, tmp_path):
     head = next(line for line in p.stdout.splitlines() if "source.0.rate" in line)
     assert "interrupts_per_s" in head and "irq_latency.p99" in head and "events" not in head, head
     assert "2 points" in p.stdout and "1 points" not in p.stdout
+    # A latency in its unit (histograms are in ns), not a bare number; each
+    # group of columns the table wraps into ends with a p99 here.
+    rows = [line.split() for line in p.stdout.splitlines() if line.strip().startswith(("50k/s", "100k/s"))]
+    assert len(rows) >= 2 and all(r[-1] in ("ns", "µs", "ms") for r in rows), rows
 
 
 @pytest.mark.skipif(importlib.util.find_spec("ray") is None, reason="needs ray")

@@ -6,7 +6,7 @@ from __future__ import annotations
 import json
 import os
 from pathlib import Path
-from typing import TYPE_CHECKING, Annotated
+from typing import TYPE_CHECKING, Annotated, Any
 
 import typer
 
@@ -126,7 +126,7 @@ def _summary(plan: Sweep, table: pa.Table, origin: str, out_file: Path | None, b
     import pyarrow as pa
 
     from .. import sweep as sweeps
-    from ..sweep_report import headline
+    from ..sweep_report import column_unit, headline
 
     keys = plan.keys
     floats = [f.name for f in table.schema if pa.types.is_floating(f.type) and f.name not in keys]
@@ -143,10 +143,16 @@ def _summary(plan: Sweep, table: pa.Table, origin: str, out_file: Path | None, b
     # Plain-text columns (as `run`'s tables): wrapped into groups, never cut, at any width.
     headers: list[str] = []
     rows: list[list[str]] = []
+    # A latency in its unit (a histogram's ns: 539 ns, 1.45 ms); counts and rates as exact numbers.
+    timed = {m for m in shown if column_unit(m) in ("ns", "us", "s")}
+
+    def cell(m: str, v: Any) -> str:
+        return summary.human(v, column_unit(m)) if m in timed and v is not None else fmt(v)
+
     if plan.replications == 1:
         headers = [*keys, "seed", *shown]
         cols = {c: table.column(c).to_pylist() for c in headers}
-        rows = [[fmt(cols[c][i]) for c in headers] for i in range(table.num_rows)]
+        rows = [[cell(c, cols[c][i]) for c in headers] for i in range(table.num_rows)]
     else:
         # Mean and 95 % confidence interval (Student t) over each point's replications.
         headers = [*keys, "n"]
@@ -156,7 +162,7 @@ def _summary(plan: Sweep, table: pa.Table, origin: str, out_file: Path | None, b
             cells = [fmt(entry[k]) for k in keys] + [fmt(entry["n"])]
             for m in shown:
                 mean, half = entry[m]
-                cells += [fmt(mean), "-" if half is None else "±" + fmt(half)]
+                cells += [cell(m, mean), "-" if half is None else "±" + cell(m, half)]
             rows.append(cells)
     right = [h not in keys for h in headers]
     lines = summary.table_lines(title, headers, rows, right, out.width)
