@@ -97,3 +97,20 @@ def test_a_replay_scenario_without_its_trace_is_refused() -> None:
     scenario = irqlab.SCENARIOS_DIR / "examples" / "replay-disk.toml"
     p = run_cli("run", scenario)
     assert_user_error(p, "source[0].replay", "irqlab replay TRACE --scenario")
+
+
+def test_a_killed_writers_temp_file_is_removed_by_the_next_write(small, tmp_path):
+    """SIGKILL runs no cleanup, so a temp file can outlive its writer; the next
+    write of the same output removes it, and leaves a live writer's alone."""
+    gone = subprocess.run([sys.executable, "-c", "import os; print(os.getpid())"], capture_output=True, text=True)
+    dead = int(gone.stdout)  # exited: its PID names no process (reused this fast only by chance)
+    orphan = tmp_path / f".r.json.irqlab-partial-{dead}-0a1b2c3d"
+    live = tmp_path / ".r.json.irqlab-partial-1-0a1b2c3d"  # PID 1 is always alive
+    other = tmp_path / f".other.json.irqlab-partial-{dead}-0a1b2c3d"  # another output's
+    for f in (orphan, live, other):
+        f.write_text("half")
+    assert_ok(run_cli("run", small, "--set", "duration=1ms", "--json", tmp_path / "r.json"))
+    assert json.loads((tmp_path / "r.json").read_text())["metrics"]
+    assert not orphan.exists() and live.exists() and other.exists()
+    leftovers = sorted(p.name for p in tmp_path.iterdir() if p.name.startswith(".r.json"))
+    assert leftovers == [live.name]

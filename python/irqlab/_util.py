@@ -89,10 +89,38 @@ def _destination(path: str | os.PathLike[str]) -> tuple[Path, bool]:
     return dest, not stat.S_ISREG(mode)
 
 
+def _alive(pid: int) -> bool:
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    except OSError:
+        return True  # someone else's process: alive
+    return True
+
+
+def _remove_orphans(dest: Path) -> None:
+    """Removes the temp files of `dest` that a killed writer left (SIGKILL runs
+    no cleanup): those whose writer's PID, in their name, is gone. A live
+    writer's (another irqlab writing the same file) are left alone."""
+    prefix = f".{dest.name}{TEMP_MARK}"
+    try:
+        names = [n for n in os.listdir(dest.parent) if n.startswith(prefix)]
+    except OSError:
+        return
+    for name in names:
+        pid = name[len(prefix) :].split("-", 1)[0]
+        if pid.isdigit() and int(pid) != os.getpid() and not _alive(int(pid)):
+            with contextlib.suppress(OSError):
+                os.unlink(dest.parent / name)
+
+
 def _temp_for(dest: Path, path: str | os.PathLike[str]) -> tuple[Path, int]:
     try:
         dest.parent.mkdir(parents=True, exist_ok=True)
-        tmp = dest.parent / f".{dest.name}{TEMP_MARK}{secrets.token_hex(4)}"
+        _remove_orphans(dest)
+        # The PID lets a later write of the same file tell a dead writer's temp from a live one's.
+        tmp = dest.parent / f".{dest.name}{TEMP_MARK}{os.getpid()}-{secrets.token_hex(4)}"
         # os.open with 0o666 honours the umask, unlike mkstemp's 0o600.
         return tmp, os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o666)
     except OSError as e:
@@ -168,9 +196,10 @@ def write_all(
     staged: Sequence[tuple[str | os.PathLike[str], Path]] = (),
 ) -> None:
     """Write every (path, data) or none: each regular file goes to a temp file
-    beside it first (named `.NAME.irqlab-partial-XXXX`, so nobody takes it for a
-    result) and replaces its destination only once all are written; a FIFO or
-    device is written through, never replaced. `staged` are (path, temp file)
+    beside it first (named `.NAME.irqlab-partial-PID-XXXX`, so nobody takes it
+    for a result, and the next write of NAME removes it if a SIGKILL left it) and
+    replaces its destination only once all are written; a FIFO or device is
+    written through, never replaced. `staged` are (path, temp file)
     already written by a streaming writer (`staged_file`): they replace their
     destinations with the others. On any failure, or Ctrl-C, the temp files are
     removed and no destination has changed."""
