@@ -208,11 +208,17 @@ impl Component for Nvme {
                         irq_since: 0,
                     });
                 }
-                // The jobs' I/Os, spread over the disk's queues; each queue admits up to its depth.
-                let ios = n.fio.jobs as u64 * n.fio.iodepth as u64;
-                m.audit.ios_owned += ios;
-                for j in 0..ios {
-                    me.cqs[(first_cq as u64 + j % n.queues as u64) as usize].backlog.push_back(0);
+                // A job is one thread, and blk-mq maps a thread's CPU to one queue
+                // (`blk_mq_map_queues`): all of a job's I/Os use the queue of its CPU,
+                // jobs round-robin over the disk's queues, so its resubmissions are
+                // that CPU's thread work, one after another. (Until 2026-11-26 the
+                // I/Os were spread one by one: one job at iodepth 256 resubmitted from
+                // eight CPUs at once, and only jobs × iodepth mattered.)
+                // Each queue admits up to its depth.
+                m.audit.ios_owned += n.fio.jobs as u64 * n.fio.iodepth as u64;
+                for j in 0..n.fio.jobs {
+                    let cq = &mut me.cqs[(first_cq + j % n.queues) as usize];
+                    cq.backlog.extend(std::iter::repeat_n(0, n.fio.iodepth as usize));
                 }
                 let (channels, service) = match n.latency {
                     Some(l) => ((n.iops.0 * l.ps() as f64 * 1e-12).round().max(1.0) as u32, l.ps()),

@@ -191,3 +191,22 @@ fn an_msi_follows_its_own_entry_not_the_entries_posted_after_it() {
     let per_io = m["interrupts_per_s"] / m["nvme.ssd.iops"];
     assert!(per_io > 0.9, "{per_io} interrupts per I/O");
 }
+
+/// A fio job is one thread on one CPU: its submissions are that CPU's work,
+/// one after another, whatever its iodepth. One job at iodepth 256 with 10 us
+/// of CPU per I/O gets at most 100 K IOPS; the same I/Os as two jobs (one per
+/// queue, so one per CPU) get twice that. (When a job's I/Os were spread over
+/// the queues one by one, both gave the same, the one job submitting from two
+/// CPUs at once.)
+#[test]
+fn a_job_submits_from_one_cpu_whatever_its_iodepth() {
+    let fast = ["nvme.0.latency=\"20us\"", "nvme.0.submit=\"10us\"", "nvme.0.iops=\"2M\""];
+    let one = go(DISK, &[&fast[..], &["nvme.0.fio.iodepth=256"]].concat());
+    let two = go(DISK, &[&fast[..], &["nvme.0.fio.jobs=2", "nvme.0.fio.iodepth=128"]].concat());
+    let (a, b) = (one.report.metrics["nvme.ssd.iops"], two.report.metrics["nvme.ssd.iops"]);
+    assert!(a > 80_000.0 && a <= 100_000.0, "one thread at 10 us per I/O: {a} IOPS");
+    assert!(b > 1.9 * a && b <= 200_000.0, "two threads on two CPUs: {b} IOPS against {a}");
+    // The one job's CPU is busy, the other CPU has nothing to do.
+    let busy = |o: &crate::run::RunOutput, c: u32| 1.0 - o.report.metrics[&format!("cpu{c}.idle_share")];
+    assert!(busy(&one, 0) > 0.95 && busy(&one, 1) < 0.01, "cpu0 {} cpu1 {}", busy(&one, 0), busy(&one, 1));
+}
