@@ -5,10 +5,13 @@ from __future__ import annotations
 
 import json
 import os
+import shutil
 import stat
 import subprocess
 import sys
 import threading
+
+import pytest
 
 from helpers import assert_ok, assert_user_error, run_cli
 
@@ -114,3 +117,22 @@ def test_a_killed_writers_temp_file_is_removed_by_the_next_write(small, tmp_path
     assert not orphan.exists() and live.exists() and other.exists()
     leftovers = sorted(p.name for p in tmp_path.iterdir() if p.name.startswith(".r.json"))
     assert leftovers == [live.name]
+
+
+@pytest.mark.skipif(os.geteuid() != 0 or shutil.which("setpriv") is None, reason="needs root to become nobody")
+def test_an_output_behind_a_directory_it_cannot_search_is_one_line(small, tmp_path):
+    """Not root, `--json /root/x.json` cannot even be looked at: the check
+    itself raised PermissionError (a traceback) before it said so."""
+    locked = tmp_path / "locked"
+    locked.mkdir(mode=0o700)  # root's; nobody may not search it
+    tmp_path.chmod(0o755)
+    nobody = ["setpriv", "--reuid=65534", "--regid=65534", "--clear-groups"]
+    env = {**os.environ, "CI": "true", "HOME": str(tmp_path)}
+    runs = [
+        (["run", small, "--set", "duration=1ms", "--json"], "x.json"),
+        (["sweep", small, "--grid", "seed=1,2", "--out"], "sw"),
+    ]
+    for args, name in runs:
+        cmd = [*nobody, sys.executable, "-m", "irqlab", *map(str, args), str(locked / name)]
+        p = subprocess.run(cmd, capture_output=True, text=True, env=env, cwd=tmp_path, timeout=120)
+        assert_user_error(p, "cannot reach it", "Permission denied")

@@ -134,8 +134,15 @@ def output_problem(path: str | os.PathLike[str], kind: str = "file") -> str | No
     read from permission bits (root passes `os.access` where `/proc` refuses)."""
     if str(path) == "-":
         return None
-    # As `_destination`: a symlink's target is what gets written, beside it its temp file.
-    p = Path(os.path.realpath(path))
+    try:
+        return _output_problem(Path(os.path.realpath(path)), kind)
+    except OSError as e:
+        # A directory on the way that cannot be searched (not root, /root/x.json).
+        return f"cannot reach it ({e.strerror or e})"
+
+
+def _output_problem(p: Path, kind: str) -> str | None:
+    # `p` as `_destination` has it: a symlink's target is what gets written, beside it its temp file.
     if p.exists() and not p.is_file() and not p.is_dir():
         return None  # a FIFO or a device (/dev/null): written through, its directory untouched
     if p.exists():
