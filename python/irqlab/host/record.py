@@ -51,12 +51,8 @@ def _mount_if_needed() -> bool:
     return True
 
 
-class _Terminated(Exception):
-    pass
-
-
 def _on_term(signum: int, frame: Any) -> None:
-    raise _Terminated()
+    raise SystemExit(128 + signum)
 
 
 def capture(duration: float, advance: Callable[[float], None] | None = None) -> tuple[str, dict[str, Any]]:
@@ -65,7 +61,12 @@ def capture(duration: float, advance: Callable[[float], None] | None = None) -> 
         raise UserError("record: needs root (CAP_SYS_ADMIN) to use tracefs; run it as root")
     mounted = _mount_if_needed()
     inst = TRACEFS / "instances" / f"irqlab-{os.getpid()}"
-    old_term = signal.signal(signal.SIGTERM, _on_term)
+    # SIGTERM must unwind through the `finally` below, which removes the
+    # instance. The CLI's handler does (it says "terminated", exit 143); a
+    # caller that left the default (which kills at once) gets one that does.
+    old_term = signal.getsignal(signal.SIGTERM)
+    if old_term == signal.SIG_DFL:
+        signal.signal(signal.SIGTERM, _on_term)
     # The instance's name goes with the trace, so that a check that it is gone
     # looks at this recording's instance, not at another recorder's.
     snaps: dict[str, Any] = {"instance": inst.name}
@@ -104,8 +105,6 @@ def capture(duration: float, advance: Callable[[float], None] | None = None) -> 
             snaps["interrupts_after"] = Path("/proc/interrupts").read_text()
             snaps["stat_after"] = Path("/proc/stat").read_text()
             text = (inst / "trace").read_text()
-        except _Terminated:
-            raise KeyboardInterrupt from None
         except PermissionError as e:
             raise UserError(f"record: permission denied writing {e.filename}") from None
     finally:
@@ -117,7 +116,8 @@ def capture(duration: float, advance: Callable[[float], None] | None = None) -> 
         finally:
             if mounted:
                 subprocess.run(["umount", str(TRACEFS)], capture_output=True)
-            signal.signal(signal.SIGTERM, old_term)
+            if old_term == signal.SIG_DFL:
+                signal.signal(signal.SIGTERM, old_term)
     return text, snaps
 
 
