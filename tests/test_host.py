@@ -322,6 +322,40 @@ def test_replay_bad_traces(make, needles: list[str], tmp_path: Path) -> None:
     assert not out.exists()
 
 
+BUNDLED = irqlab.SCENARIOS_DIR / "traces" / "virtio-disk.parquet"  # 3,724 completions of virtio1-req.0 in 0.27 s
+REPLAY_DISK = irqlab.SCENARIOS_DIR / "examples" / "replay-disk.toml"
+
+
+def test_replay_says_what_the_scenarios_window_leaves_out() -> None:
+    """A warm-up that swallows the trace reported 0 interrupts and said nothing."""
+    p = run_cli(
+        "replay", BUNDLED, "--scenario", REPLAY_DISK, "--set", "duration=2s", "--set", "warmup=1s", "--json", "-"
+    )
+    assert_ok(p)
+    assert "warning: 3,724 of 3,724 recorded arrivals of virtio1-req.0 fall in the warm-up" in p.stderr
+    assert json.loads(p.stdout)["metrics"]["interrupts"] == 0
+    p = run_cli("replay", BUNDLED, "--scenario", REPLAY_DISK, "--set", "duration=0.1s", "--json", "-")
+    assert_ok(p)
+    assert "recorded arrivals of virtio1-req.0 come after the scenario's duration (0.1 s)" in p.stderr
+    p = run_cli("replay", BUNDLED, "--scenario", REPLAY_DISK, "--json", "-")
+    assert_ok(p)
+    assert "warning" not in p.stderr
+
+
+def test_a_replay_number_is_a_device_irq_not_a_system_vector(tmp_path: Path) -> None:
+    """Vector 236 is local_timer's on x86; a device on IRQ 236 must take only its own arrivals."""
+    t = pq.read_table(BUNDLED)
+    irqs = [
+        236 if n == "virtio1-req.0" else i for n, i in zip(t.column("name").to_pylist(), t.column("irq").to_pylist())
+    ]
+    clash = tmp_path / "clash.parquet"
+    pq.write_table(t.set_column(t.column_names.index("irq"), "irq", pa.array(irqs, pa.int32())), clash)
+    p = run_cli("replay", clash, "--scenario", REPLAY_DISK, "--set", 'source.0.replay="236"', "--json", "-")
+    assert_ok(p)
+    m = json.loads(p.stdout)["metrics"]
+    assert m["replay.236.recorded"] == 3724 and m["msi_writes"] == 3724
+
+
 def test_replay_with_no_matching_source(recording: Recording, tmp_path: Path) -> None:
     scen = irqlab.SCENARIOS_DIR / "examples" / "replay-disk.toml"
     out = tmp_path / "r.json"

@@ -189,13 +189,9 @@ def replay(
     from ..host import replay as hrep
 
     text, origin = read_scenario(scenario)
-    res, unmatched = hrep.replay(
+    res, warnings = hrep.replay(
         trace, text, origin, set_from(set_from_) + check_overrides(set_), check_seed(seed), force
     )
-    if unmatched:
-        err.print(
-            f"warning: no recorded interrupt for replay source(s) {', '.join(unmatched)}; they stay silent",
-            markup=False,
-            soft_wrap=True,
-        )
+    for w in warnings:
+        err.print(f"warning: {w}", markup=False, soft_wrap=True)
     emit(res, json_out)

@@ -44,10 +44,18 @@ def arrivals(table: Any, keys: Sequence[str]) -> tuple[dict[str, list[int]], lis
     """Entry times per replay key (a device IRQ's name or number), in ps from the trace's first event.
     Rows without a time or event are skipped; an IRQ without a name is known by its number."""
     times = table.column("time").to_pylist()
+    # A device interrupt's number is its IRQ; a system vector's (local_timer 236, …) is
+    # not, so a number matches only `kind = "irq"` rows (a trace without the column: all).
+    n = len(times)
+    kinds = table.column("kind").to_pylist() if "kind" in table.column_names else ["irq"] * n
     rows = [
-        (t, irq, name if name is not None else str(irq), ev)
-        for t, irq, name, ev in zip(
-            times, table.column("irq").to_pylist(), table.column("name").to_pylist(), table.column("event").to_pylist()
+        (t, irq if kind in ("irq", None) else None, name if name is not None else str(irq), ev)
+        for t, irq, name, ev, kind in zip(
+            times,
+            table.column("irq").to_pylist(),
+            table.column("name").to_pylist(),
+            table.column("event").to_pylist(),
+            kinds,
         )
         if t is not None and ev is not None
     ]
@@ -64,7 +72,7 @@ def arrivals(table: Any, keys: Sequence[str]) -> tuple[dict[str, list[int]], lis
             continue
         seen[name] = seen.get(name, 0) + 1
         for k in keys:
-            if k == name or k == str(irq):
+            if k == name or (irq is not None and k == str(irq)):
                 out[k].append((t - t0) * 1000)
     for v in out.values():
         v.sort()
@@ -75,6 +83,7 @@ def arrivals(table: Any, keys: Sequence[str]) -> tuple[dict[str, list[int]], lis
 def replay(
     trace: Path, text: str, origin: str, overrides: Sequence[str], seed: int | None, force: bool = False
 ) -> tuple[dict[str, Any], list[str]]:
+    """The result, and warnings (one line each) for what the run left out."""
     table = read_trace(trace)
     try:
         scen = json.loads(_core.load(text, origin, list(overrides)))
@@ -89,6 +98,7 @@ def replay(
             f"{trace}: no recorded interrupt matches the scenario's replay sources ({', '.join(keys)}); "
             f"the trace has: {', '.join(busiest[:8]) or 'no interrupts'}"
         )
+    warnings = outside_window(got, time_ns(scen.get("warmup", "0s")), time_ns(scen["duration"]))
     try:
         ov = list(overrides)
         raw = in_worker(
@@ -100,4 +110,29 @@ def replay(
     for k in keys:
         res["metrics"][f"replay.{k}.recorded"] = float(len(got.get(k, [])))
     res["trace"] = str(trace)
-    return res, [k for k in keys if k not in got]
+    unmatched = [k for k in keys if k not in got]
+    if unmatched:
+        warnings.insert(0, f"no recorded interrupt for replay source(s) {', '.join(unmatched)}; they stay silent")
+    return res, warnings
+
+
+def outside_window(got: dict[str, list[int]], warmup_ns: float, duration_ns: float) -> list[str]:
+    """Warnings for recorded arrivals the scenario's window leaves out: those in
+    the warm-up are replayed but not measured, those past `duration` not replayed
+    at all (a run that reports 0 interrupts for a trace of thousands said nothing)."""
+    out = []
+    for k, ps in got.items():
+        early = sum(1 for t in ps if t < warmup_ns * 1000)
+        late = sum(1 for t in ps if t >= duration_ns * 1000)
+        if early:
+            out.append(
+                f"{early:,} of {len(ps):,} recorded arrivals of {k} fall in the warm-up "
+                f"(the first {warmup_ns / 1e9:g} s of the trace) and are not measured; set warmup=… lower"
+            )
+        if late:
+            span = (max(ps) // 1000 + 1) / 1e9
+            out.append(
+                f"{late:,} of {len(ps):,} recorded arrivals of {k} come after the scenario's duration "
+                f"({duration_ns / 1e9:g} s) and are not replayed; the trace runs to {span:.3g} s"
+            )
+    return out
