@@ -342,6 +342,20 @@ def test_replay_says_what_the_scenarios_window_leaves_out() -> None:
     assert "warning" not in p.stderr
 
 
+def test_a_replay_records_its_provenance_and_what_set_from_measured(tmp_path: Path) -> None:
+    """replay's JSON had no provenance, though real-hosts.md says --set-from goes there."""
+    m = tmp_path / "m.json"
+    m.write_text(json.dumps({"metrics": {"ns_per_call": 900.0}}))
+    args = ["--set-from", f"{m}:ns_per_call=source.0.handler", "--set", "cpu.irq_entry=300ns", "--json", "-"]
+    p = run_cli("replay", BUNDLED, "--scenario", REPLAY_DISK, *args)
+    assert_ok(p)
+    prov = json.loads(p.stdout)["provenance"]
+    assert prov["commit"] and prov["overrides"][-1] == "cpu.irq_entry=300ns"
+    assert prov["parameters"]["source.0.handler"] == f"measured: {m}:ns_per_call"
+    assert prov["parameters"]["cpu.irq_entry"] == "set"
+    assert prov["scenario"]["source"][0]["replay"] == "virtio1-req.0"
+
+
 def test_a_replay_number_is_a_device_irq_not_a_system_vector(tmp_path: Path) -> None:
     """Vector 236 is local_timer's on x86; a device on IRQ 236 must take only its own arrivals."""
     t = pq.read_table(BUNDLED)

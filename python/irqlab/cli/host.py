@@ -9,7 +9,8 @@ from typing import Annotated, Any
 import typer
 from rich.table import Table
 
-from .._util import UserError, check_overrides, progress, read_scenario, set_from
+from .. import provenance
+from .._util import UserError, check_overrides, measured_keys, progress, read_scenario, set_from
 from ..result import document
 from . import ForceOpt, JsonOpt, SeedOpt, SetFromOpt, SetOpt, app, check_seed, output_file, user_errors
 from .render import emit, err, out, print_result, to_stdout, write_json
@@ -189,9 +190,12 @@ def replay(
     from ..host import replay as hrep
 
     text, origin = read_scenario(scenario)
-    res, warnings = hrep.replay(
-        trace, text, origin, set_from(set_from_) + check_overrides(set_), check_seed(seed), force
-    )
+    overrides = set_from(set_from_) + check_overrides(set_)
+    res, warnings = hrep.replay(trace, text, origin, overrides, check_seed(seed), force)
     for w in warnings:
         err.print(f"warning: {w}", markup=False, soft_wrap=True)
+    # As `run` records it: the scenario as run, the overrides, what --set-from measured.
+    res["provenance"] = provenance.build(
+        text, origin, overrides, measured_keys(set_from_), [*res["metrics"], *res["histograms"]]
+    )
     emit(res, json_out)
