@@ -6,6 +6,9 @@ from __future__ import annotations
 import json
 import mmap
 import os
+import signal
+import subprocess
+import sys
 import threading
 import time
 from dataclasses import dataclass
@@ -425,3 +428,51 @@ def test_measured_cost_sets_a_scenario_parameter(tmp_path: Path) -> None:
         "task[0].per_op",
         "nothing is left for the body",
     )
+
+
+def _children(pid: int) -> list[int]:
+    try:
+        return [int(x) for x in Path(f"/proc/{pid}/task/{pid}/children").read_text().split()]
+    except OSError:
+        return []
+
+
+def _cmdline(pid: int) -> bytes:
+    try:
+        return Path(f"/proc/{pid}/cmdline").read_bytes()
+    except OSError:  # gone meanwhile
+        return b""
+
+
+@pytest.mark.skipif(
+    not Path(f"/proc/{os.getpid()}/task/{os.getpid()}/children").exists(), reason="needs /proc children"
+)
+def test_a_measure_task_that_dies_is_one_line_at_once(tmp_path: Path) -> None:
+    """A task killed (SIGKILL, the OOM killer) left the parent waiting a minute
+    for its result, then a traceback (queue.Empty)."""
+    cmd = [sys.executable, "-m", "irqlab", "measure", "sched_yield", "--tasks", "2"]
+    p = subprocess.Popen(
+        [*cmd, "--seconds", "60", "--intervals", "1", "--warmup", "0"],
+        env={**os.environ, "CI": "true"},
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+    )
+    try:
+        deadline = time.monotonic() + 60
+        tasks: list[int] = []
+        while len(tasks) < 2 and p.poll() is None and time.monotonic() < deadline:
+            time.sleep(0.05)
+            # The forked tasks run the parent's command line (a resource tracker would not);
+            # read it here, not at once: right after Popen it can still be empty.
+            me = _cmdline(p.pid)
+            tasks = [c for c in _children(p.pid) if me and _cmdline(c) == me]
+        assert len(tasks) == 2, "the tasks did not start"
+        os.kill(tasks[0], signal.SIGKILL)
+        _, err = p.communicate(timeout=30)
+    finally:
+        if p.poll() is None:
+            p.kill()
+    assert p.returncode == 2, err
+    [line] = err.strip().splitlines()
+    assert line.startswith("error: measure sched_yield: task ") and "died (killed by signal 9)" in line, err

@@ -6,6 +6,7 @@ from __future__ import annotations
 import multiprocessing as mp
 import os
 import statistics
+import time
 from collections.abc import Callable
 from typing import Any
 
@@ -61,6 +62,25 @@ def _worker(kind: str, i: int, barrier: Any, q: Any, warmup: float, interval: fl
         q.put((i, [], f"{type(e).__name__}: {e}", []))
 
 
+def _next_result(q: Any, procs: list[Any], done: dict[int, Any], kind: str, deadline: float) -> Any:
+    """The next task's result. A task that died without one (SIGKILL, the OOM
+    killer) is one error line at once, where waiting for its result hung for a
+    minute and then raised `queue.Empty`."""
+    import queue
+
+    while True:
+        try:
+            return q.get(timeout=0.2)
+        except queue.Empty:
+            pass
+        for i, p in enumerate(procs):
+            if i not in done and p.exitcode is not None and p.exitcode != 0:
+                how = f"killed by signal {-p.exitcode}" if p.exitcode < 0 else f"exit {p.exitcode}"
+                raise UserError(f"measure {kind}: task {i} died ({how}) before it reported; no result")
+        if time.monotonic() > deadline:
+            raise UserError(f"measure {kind}: no result from every task in time; no result")
+
+
 def per_task(
     kind: str,
     tasks: int,
@@ -83,8 +103,9 @@ def per_task(
     counts: dict[int, list[tuple[int, int, int]]] = {}
     pinned: dict[int, list[int]] = {}
     try:
+        deadline = time.monotonic() + warmup + interval * intervals + 60
         for _ in range(tasks):
-            i, c, failure, cpus = q.get(timeout=warmup + interval * intervals + 60)
+            i, c, failure, cpus = _next_result(q, procs, counts, kind, deadline)
             if failure:
                 raise UserError(f"measure {kind}: task {i} failed: {failure}")
             counts[i] = c
