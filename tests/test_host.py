@@ -476,3 +476,17 @@ def test_a_measure_task_that_dies_is_one_line_at_once(tmp_path: Path) -> None:
     assert p.returncode == 2, err
     [line] = err.strip().splitlines()
     assert line.startswith("error: measure sched_yield: task ") and "died (killed by signal 9)" in line, err
+
+
+def test_a_kernel_without_irq_time_accounting_shows_no_hardirq_share() -> None:
+    """Without CONFIG_IRQ_TIME_ACCOUNTING /proc/stat's irq column is 0 for good;
+    monitor showed that as 0.0 % hardirq on every CPU."""
+    from irqlab.host import monitor as hmon
+
+    off = "cpu  100 0 50 1000 5 0 3 0 0 0\ncpu0 100 0 50 1000 5 0 3 0 0 0\n"
+    on = "cpu  100 0 50 1000 5 7 3 0 0 0\ncpu0 100 0 50 1000 5 7 3 0 0 0\n"
+    assert not hmon.irq_time_accounted(off) and hmon.irq_time_accounted(on)
+    a = hmon.Snapshot(0.0, {}, [0], [100])
+    b = hmon.Snapshot(1.0, {}, [10], [200])
+    assert hmon.rates(a, b)["hardirq_share"] == [0.1]
+    assert hmon.rates(a, b, accounted=False)["hardirq_share"] == [None]

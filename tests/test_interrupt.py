@@ -158,3 +158,29 @@ def test_sigterm_stops_a_recording_as_documented_and_removes_its_instance(tmp_pa
     assert err.strip().splitlines() == ["error: terminated"], err
     assert not instance.exists() and not out.exists()
     assert not list(tmp_path.iterdir()), "a stopped recording left a file"
+
+
+def test_ctrl_c_ends_monitor_without_a_count_as_its_help_says() -> None:
+    """`monitor` runs "until Ctrl-C": that is its normal end (exit 0), not an
+    error; with --count, Ctrl-C cuts the samples short (exit 130, no JSON)."""
+    for extra, code in (([], 0), (["--count", "1000"], 130)):
+        p = subprocess.Popen(
+            [sys.executable, "-m", "irqlab", "monitor", "--interval", "0.1", *extra],
+            env={**os.environ, "CI": "true"},
+            stdout=subprocess.PIPE,
+            stderr=subprocess.PIPE,
+            text=True,
+            preexec_fn=_sigint_default,
+        )
+        try:
+            # Under way once it has printed a sample.
+            assert p.stdout is not None
+            first = p.stdout.readline()
+            assert "interrupts" in first, first
+            p.send_signal(signal.SIGINT)
+            _, err = p.communicate(timeout=60)
+        finally:
+            if p.poll() is None:
+                p.kill()
+        assert p.returncode == code, err
+        assert ("error: interrupted" in err) == (code == 130), err

@@ -137,27 +137,42 @@ def monitor(
         t.add_column("interrupts/s", justify="right")
         t.add_column("hardirq", justify="right")
         for i, (x, h) in enumerate(zip(r["per_cpu"], r["hardirq_share"])):
-            t.add_row(str(i), f"{x:,.0f}", f"{h:.1%}")
+            t.add_row(str(i), f"{x:,.0f}", "n/a" if h is None else f"{h:.1%}")
         if per_source:
             for name, v in sorted(r["per_source"].items(), key=lambda kv: -kv[1])[:20]:
                 if v > 0:
                     t.add_row(name, f"{v:,.0f}", "")
         return t
 
+    with open("/proc/stat") as f:
+        if not hmon.irq_time_accounted(f.read()):
+            err.print(
+                "warning: this kernel does not account hardirq time (/proc/stat's irq column is 0 since boot: "
+                "CONFIG_IRQ_TIME_ACCOUNTING is off), so the hardirq share is n/a",
+                markup=False,
+                soft_wrap=True,
+            )
     live = json_out is None and out.is_terminal
-    with Live(console=out, auto_refresh=False) if live else contextlib.nullcontext() as lv:
-        for t, r in hmon.samples(interval, count):
-            keep("interrupts_per_s", t, r["total"])
-            for i, (x, h) in enumerate(zip(r["per_cpu"], r["hardirq_share"])):
-                keep(f"cpu{i}.interrupts_per_s", t, x)
-                keep(f"cpu{i}.hardirq_share", t, h)
-            if per_source:
-                for name, v in r["per_source"].items():
-                    keep(f"source.{name}.per_s", t, v)
-            if lv is not None:
-                lv.update(view(r), refresh=True)
-            elif json_out is None:
-                out.print(view(r))
+    try:
+        with Live(console=out, auto_refresh=False) if live else contextlib.nullcontext() as lv:
+            for t, r in hmon.samples(interval, count):
+                keep("interrupts_per_s", t, r["total"])
+                for i, (x, h) in enumerate(zip(r["per_cpu"], r["hardirq_share"])):
+                    keep(f"cpu{i}.interrupts_per_s", t, x)
+                    if h is not None:
+                        keep(f"cpu{i}.hardirq_share", t, h)
+                if per_source:
+                    for name, v in r["per_source"].items():
+                        keep(f"source.{name}.per_s", t, v)
+                if lv is not None:
+                    lv.update(view(r), refresh=True)
+                elif json_out is None:
+                    out.print(view(r))
+    except KeyboardInterrupt:
+        # Without --count, Ctrl-C is how monitor ends ("until Ctrl-C"), not an error;
+        # with one, it cuts the samples short (no JSON written): exit 130.
+        if count is not None:
+            raise
     if json_out is not None:
         from ..host.info import host_info
 

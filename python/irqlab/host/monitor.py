@@ -53,6 +53,18 @@ def read_stat(text: str) -> tuple[list[int], list[int]]:
     return irq, total
 
 
+def irq_time_accounted(stat_text: str) -> bool:
+    """Whether this kernel accounts hardirq time in /proc/stat. Without
+    CONFIG_IRQ_TIME_ACCOUNTING (and no tick ever lands inside another
+    interrupt's handler) the `irq` column stays 0 for good: a share of 0 % from
+    it would read as "no hardirq time", not as "not measured"."""
+    for line in stat_text.splitlines():
+        if line.startswith("cpu "):
+            f = line.split()
+            return len(f) > 6 and int(f[6]) > 0
+    return False
+
+
 def snapshot() -> Snapshot:
     with open("/proc/interrupts") as f:
         inter = f.read()
@@ -62,7 +74,7 @@ def snapshot() -> Snapshot:
     return Snapshot(time.monotonic(), read_interrupts(inter), irq, total)
 
 
-def rates(a: Snapshot, b: Snapshot) -> dict[str, Any]:
+def rates(a: Snapshot, b: Snapshot, accounted: bool = True) -> dict[str, Any]:
     dt = max(b.t - a.t, 1e-9)
     ncpu = len(b.irq_ticks)
     per_cpu = [0.0] * ncpu
@@ -73,19 +85,25 @@ def rates(a: Snapshot, b: Snapshot) -> dict[str, Any]:
         for i, x in enumerate(d[:ncpu]):
             per_cpu[i] += x / dt
         per_source[name] = sum(d) / dt
-    share = []
+    share: list[float | None] = []
     for i in range(ncpu):
         dt_ticks = b.all_ticks[i] - a.all_ticks[i]
         share.append((b.irq_ticks[i] - a.irq_ticks[i]) / dt_ticks if dt_ticks > 0 else 0.0)
+    if not accounted:
+        share = [None] * ncpu
     return {"total": sum(per_cpu), "per_cpu": per_cpu, "hardirq_share": share, "per_source": per_source}
 
 
 def samples(interval: float, count: int | None) -> Iterator[tuple[float, dict[str, Any]]]:
+    """(seconds since the start, rates) per interval; a share is None when the
+    kernel does not account hardirq time (`irq_time_accounted`)."""
+    with open("/proc/stat") as f:
+        accounted = irq_time_accounted(f.read())
     start = prev = snapshot()
     n = 0
     while count is None or n < count:
         time.sleep(interval)
         cur = snapshot()
-        yield cur.t - start.t, rates(prev, cur)
+        yield cur.t - start.t, rates(prev, cur, accounted)
         prev = cur
         n += 1
