@@ -490,3 +490,20 @@ def test_a_kernel_without_irq_time_accounting_shows_no_hardirq_share() -> None:
     b = hmon.Snapshot(1.0, {}, [10], [200])
     assert hmon.rates(a, b)["hardirq_share"] == [0.1]
     assert hmon.rates(a, b, accounted=False)["hardirq_share"] == [None]
+
+
+def test_lost_events_are_read_from_each_cpus_ring_buffer_stats(tmp_path: Path) -> None:
+    """A busy host overflows the 32 MiB per-CPU buffer: the oldest events are
+    overwritten, and record must say so (it read no overrun counter)."""
+    from irqlab.host.record import _lost
+
+    for cpu, overrun, dropped in ((0, 0, 0), (1, 1234, 0), (2, 5, 6)):
+        d = tmp_path / "per_cpu" / f"cpu{cpu}"
+        d.mkdir(parents=True)
+        (d / "stats").write_text(f"entries: 10\noverrun: {overrun}\ncommit overrun: 0\ndropped events: {dropped}\n")
+    assert _lost(tmp_path) == {"cpu1": 1234, "cpu2": 11}
+
+
+def test_record_refuses_stdout_and_one_duration_limit() -> None:
+    assert_user_error(run_cli("record", "--out", "-"), "--out -", "Parquet file")
+    assert_user_error(run_cli("record", "--duration", "4000", "--out", "x.parquet"), "at most 3600")

@@ -83,8 +83,10 @@ def record(
     """Record this host's interrupt events (tracefs) to Parquet."""
     from ..host import record as hr
 
-    if not 0 < duration <= 86400:  # also refuses nan and inf
-        raise UserError(f"--duration {duration}: expected seconds above 0 and at most 86400")
+    if not 0 < duration <= 3600:  # also refuses nan and inf
+        raise UserError(f"--duration {duration}: expected seconds above 0 and at most 3600")
+    if str(out_file) == "-":
+        raise UserError("--out -: record writes a Parquet file; expected a file name such as trace.parquet")
     steps = max(1, int(duration * 10))
     with progress(f"recording {duration:g} s", steps) as advance:
         done = [0]
@@ -95,6 +97,16 @@ def record(
                 advance()
 
         summary = hr.record(duration, out_file, tick)
+    if summary["lost"]:
+        # The ring buffer (32 MiB per CPU) overwrote its oldest events: the trace
+        # starts later than its metadata says on those CPUs.
+        lost = ", ".join(f"{c} {n:,}" for c, n in summary["lost"].items())
+        err.print(
+            f"warning: the trace buffer overflowed and lost events ({lost}): the oldest are missing "
+            "on those CPUs; record for a shorter --duration",
+            markup=False,
+            soft_wrap=True,
+        )
     top = sorted(summary["entries"].items(), key=lambda kv: -kv[1])[:8]
     out.print(
         f"{summary['events']:,} events -> {out_file}; busiest: " + ", ".join(f"{k} {v:,}" for k, v in top),

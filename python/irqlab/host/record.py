@@ -102,6 +102,7 @@ def capture(duration: float, advance: Callable[[float], None] | None = None) -> 
                 if advance:
                     advance(duration - max(0.0, end - time.monotonic()))
             _write(inst / "tracing_on", "0")
+            snaps["lost_events"] = _lost(inst)
             snaps["interrupts_after"] = Path("/proc/interrupts").read_text()
             snaps["stat_after"] = Path("/proc/stat").read_text()
             text = (inst / "trace").read_text()
@@ -119,6 +120,22 @@ def capture(duration: float, advance: Callable[[float], None] | None = None) -> 
             if old_term == signal.SIG_DFL:
                 signal.signal(signal.SIGTERM, old_term)
     return text, snaps
+
+
+def _lost(inst: Path) -> dict[str, int]:
+    """Events the instance's ring buffer lost, per CPU that lost any: `overrun`
+    (the oldest overwritten when a CPU's buffer filled) and `dropped events`,
+    from per_cpu/cpuN/stats."""
+    lost: dict[str, int] = {}
+    for stats in sorted((inst / "per_cpu").glob("cpu*/stats")):
+        n = 0
+        for line in stats.read_text().splitlines():
+            key, _, value = line.partition(":")
+            if key.strip() in ("overrun", "dropped events") and value.strip().isdigit():
+                n += int(value)
+        if n:
+            lost[stats.parent.name] = n
+    return lost
 
 
 def parse(text: str) -> Iterator[tuple[int, int, int, str, str, str]]:
@@ -200,4 +217,4 @@ def record(duration: float, out: Path, advance: Callable[[float], None] | None =
     for n, k, e in zip(names, kinds, events):
         if e == "entry":
             per[f"{k}:{n}"] = per.get(f"{k}:{n}", 0) + 1
-    return {"events": table.num_rows, "entries": per}
+    return {"events": table.num_rows, "entries": per, "lost": snaps.get("lost_events", {})}
