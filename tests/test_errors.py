@@ -66,6 +66,13 @@ CASES = [
     ),
     ("whatif-cpus-inf", lambda s, d: ["whatif", "--cpus", "inf"], ["--cpus", "finite"]),
     ("whatif-wedge-nan", lambda s, d: ["whatif", "--wedge-ms", "nan"], ["--wedge-ms", "finite"]),
+    # 0 and -1 refused with the same words (it said "at least 0" for -1, then refused 0).
+    ("whatif-exceptions-0", lambda s, d: ["whatif", "--exceptions-per-s", "0"], ["--exceptions-per-s 0", "above 0"]),
+    (
+        "whatif-exceptions-neg",
+        lambda s, d: ["whatif", "--exceptions-per-s", "-1"],
+        ["--exceptions-per-s -1", "above 0"],
+    ),
     ("measure-calls-huge", lambda s, d: ["measure", "syscall", "--calls", str(2**64)], ["--calls", "expected 1 to"]),
     ("record-duration-nan", lambda s, d: ["record", "--duration", "nan", "--out", d / "t.parquet"], ["--duration"]),
     ("record-duration-inf", lambda s, d: ["record", "--duration", "inf", "--out", d / "t.parquet"], ["--duration"]),
@@ -210,7 +217,12 @@ def test_replay_of_a_trace_too_long_for_simulated_time_is_refused(tmp_path):
     pytest.importorskip("pyarrow")
     sc = write(tmp_path, "r.toml", REPLAY)
     trace = _trace(tmp_path, [0, 2**62], ["a", "a"])
-    assert_user_error(run_cli("replay", trace, "--scenario", sc, "--json", tmp_path / "r.json"), "trace spans", "up to")
+    assert_user_error(
+        run_cli("replay", trace, "--scenario", sc, "--json", tmp_path / "r.json"),
+        "the trace spans",
+        "up to",
+        str(trace),
+    )
     assert not (tmp_path / "r.json").exists()
 
 

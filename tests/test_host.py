@@ -314,6 +314,8 @@ def write_foreign(path: Path) -> None:
         (lambda p: p.write_bytes(os.urandom(2000)), ["not a readable Parquet file"]),
         (write_foreign, ["not an irqlab trace"]),
         (lambda p: None, ["no such trace file"]),
+        (lambda p: p.mkdir(), ["is a directory", "Parquet trace file"]),
+        (lambda p: os.mkfifo(p), ["not a regular file", "Parquet trace file"]),
     ],
 )
 def test_replay_bad_traces(make, needles: list[str], tmp_path: Path) -> None:

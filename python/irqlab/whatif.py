@@ -225,7 +225,8 @@ def reachability(
 
 
 def host_irqs_per_s(seconds: float) -> float:
-    """Device interrupts per second per CPU on this host, from /proc/stat's `intr` total."""
+    """Interrupts per second per CPU on this host, from /proc/stat's `intr` total:
+    every interrupt the kernel counts, local timer ticks and IPIs included."""
     import os
     import time
 

@@ -32,7 +32,11 @@ def whatif(
     ] = 100_000,
     irqs_per_s: Annotated[float | None, typer.Option(help="Device interrupts per second per CPU.")] = None,
     irqs_from_host: Annotated[
-        float | None, typer.Option(help="Take irqs-per-s from this host's /proc/stat over S seconds.")
+        float | None,
+        typer.Option(
+            help="Take irqs-per-s from this host's /proc/stat over S seconds: every interrupt the kernel "
+            "counts there, timer ticks and IPIs included (on x86 LOC, RES, CAL, TLB), not only devices'."
+        ),
     ] = None,
     irq_handler_ns: Annotated[float, typer.Option(help="Interrupt handler length (assumption).")] = 1000,
     cpus: Annotated[str, typer.Option(help="CPU counts to model, comma-separated.")] = "1,8,72",
@@ -75,10 +79,11 @@ def whatif(
         if not math.isfinite(v):
             raise UserError(f"{name} {v}: expected a finite number")
     for name, v in finite.items():
-        if name == "--wedge-ms" and v <= 0:
-            raise UserError(f"--wedge-ms {v}: expected above 0")
+        # A profile needs exceptions to slow down and a wedge to last: both above 0.
+        if name in ("--wedge-ms", "--exceptions-per-s") and v <= 0:
+            raise UserError(f"{name} {v:g}: expected above 0")
         if v < 0:
-            raise UserError(f"{name} {v}: expected at least 0")
+            raise UserError(f"{name} {v:g}: expected at least 0")
     b = wi.Base.load(base or wi.DEFAULT_BASE)
     profile = wi.Profile(exceptions_per_s, irqs, irq_handler_ns)
     # Without --seed, seed 1 (the generated scenarios have no seed of their own);

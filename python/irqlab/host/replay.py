@@ -20,6 +20,10 @@ def read_trace(path: Path) -> Any:
     import pyarrow as pa
     import pyarrow.parquet as pq
 
+    if path.is_dir():
+        raise UserError(f"{path}: is a directory; expected a Parquet trace file (irqlab record --out)")
+    if path.exists() and not path.is_file():
+        raise UserError(f"{path}: not a regular file; expected a Parquet trace file (irqlab record --out)")
     if not path.is_file():
         raise UserError(f"{path}: no such trace file")
     try:
@@ -40,7 +44,7 @@ def read_trace(path: Path) -> Any:
 MAX_SPAN_NS = 10**16
 
 
-def arrivals(table: Any, keys: Sequence[str]) -> tuple[dict[str, list[int]], list[str]]:
+def arrivals(table: Any, keys: Sequence[str], where: Path | str = "trace") -> tuple[dict[str, list[int]], list[str]]:
     """Entry times per replay key (a device IRQ's name or number), in ps from the trace's first event.
     Rows without a time or event are skipped; an IRQ without a name is known by its number."""
     times = table.column("time").to_pylist()
@@ -64,7 +68,10 @@ def arrivals(table: Any, keys: Sequence[str]) -> tuple[dict[str, list[int]], lis
     t0 = min(r[0] for r in rows)
     span = max(r[0] for r in rows) - t0
     if span > MAX_SPAN_NS:
-        raise UserError(f"trace spans {span / 1e9:.3g} s; replay takes traces up to {MAX_SPAN_NS / 1e9:.3g} s")
+        raise UserError(
+            f"{where}: the trace spans {span / 1e9:.3g} s (from its first event to its last); "
+            f"replay takes traces up to {MAX_SPAN_NS / 1e9:.3g} s"
+        )
     out: dict[str, list[int]] = {k: [] for k in keys}
     seen: dict[str, int] = {}
     for t, irq, name, ev in rows:
@@ -92,7 +99,7 @@ def replay(
     keys = [s["replay"] for s in scen.get("source", []) if s.get("replay")]
     if not keys:
         raise UserError(f'{origin}: no [[source]] has replay = "IRQ name or number": nothing to replay')
-    got, busiest = arrivals(table, keys)
+    got, busiest = arrivals(table, keys, trace)
     if not got:
         raise UserError(
             f"{trace}: no recorded interrupt matches the scenario's replay sources ({', '.join(keys)}); "

@@ -48,8 +48,33 @@ pub struct Source {
     pub stop: Option<Time>,
     /// `irqlab replay`: take the arrivals from the recorded interrupt with this
     /// name or number instead of `rate` (a single instance).
-    #[serde(default)]
+    #[serde(default, deserialize_with = "irq_name_or_number")]
     pub replay: Option<String>,
+}
+
+/// A recorded interrupt's name ("nvme0q1") or IRQ number, written as a string
+/// or a bare number (`replay = 36`): kept as its text either way.
+fn irq_name_or_number<'de, D: serde::Deserializer<'de>>(d: D) -> Result<Option<String>, D::Error> {
+    struct V;
+    impl serde::de::Visitor<'_> for V {
+        type Value = Option<String>;
+        fn expecting(&self, f: &mut std::fmt::Formatter) -> std::fmt::Result {
+            f.write_str("an interrupt's name or IRQ number")
+        }
+        fn visit_str<E: serde::de::Error>(self, v: &str) -> Result<Self::Value, E> {
+            Ok(Some(v.to_string()))
+        }
+        fn visit_u64<E: serde::de::Error>(self, v: u64) -> Result<Self::Value, E> {
+            Ok(Some(v.to_string()))
+        }
+        fn visit_i64<E: serde::de::Error>(self, v: i64) -> Result<Self::Value, E> {
+            match u64::try_from(v) {
+                Ok(n) => Ok(Some(n.to_string())),
+                Err(_) => Err(E::invalid_value(serde::de::Unexpected::Signed(v), &self)),
+            }
+        }
+    }
+    d.deserialize_any(V)
 }
 
 #[derive(Clone, Copy, Debug, Default, Deserialize, Serialize, JsonSchema, PartialEq, Eq)]
@@ -181,5 +206,19 @@ mod tests {
         };
         assert_eq!(f.per_fault(), ns(1 + 2 + 3 + 4 + 5 + 6 + 1 + 7));
         assert_eq!(PagefaultCosts::default().per_fault(), Time(0));
+    }
+
+    /// The docs say NAME or NUMBER: `replay = 36` is IRQ 36, as `replay = "36"` is.
+    #[test]
+    fn a_replay_key_is_a_name_or_a_bare_number() {
+        let base = "name = \"r\"\nduration = \"1ms\"\n[[source]]\nname = \"d\"\nrate = \"1/s\"\nhandler = \"1us\"\n";
+        let key = |v: &str| crate::load(&format!("{base}replay = {v}\n"), "r.toml", &[]).map(|sc| sc.sources[0].replay.clone());
+        assert_eq!(key("36").unwrap().as_deref(), Some("36"));
+        assert_eq!(key("\"36\"").unwrap().as_deref(), Some("36"));
+        assert_eq!(key("\"nvme0q1\"").unwrap().as_deref(), Some("nvme0q1"));
+        for bad in ["-3", "true", "1.5"] {
+            let e = key(bad).unwrap_err().to_string();
+            assert!(e.contains("source[0].replay") && e.contains("an interrupt's name or IRQ number"), "{bad}: {e}");
+        }
     }
 }
