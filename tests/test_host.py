@@ -509,3 +509,36 @@ def test_lost_events_are_read_from_each_cpus_ring_buffer_stats(tmp_path: Path) -
 def test_record_refuses_stdout_and_one_duration_limit() -> None:
     assert_user_error(run_cli("record", "--out", "-"), "--out -", "Parquet file")
     assert_user_error(run_cli("record", "--duration", "4000", "--out", "x.parquet"), "at most 3600")
+
+
+def test_arrivals_match_by_name_or_irq_number_and_skip_incomplete_rows() -> None:
+    """The column-wise reading (pyarrow.compute, so millions of events stay out
+    of Python): times in ps from the first valid event, sorted; a number matches
+    a device IRQ only; a row without a time or an event is skipped; an IRQ
+    without a name is known by its number."""
+    from irqlab.host.replay import arrivals
+
+    rows = [
+        # time ns, irq, name, event, kind
+        (1_000, 36, "nvme0q1", "entry", "irq"),
+        (1_500, 36, "nvme0q1", "exit", "irq"),
+        (3_000, 236, "local_timer", "entry", "vector"),
+        (2_000, 36, None, "entry", "irq"),  # no name: "36"
+        (None, 36, "nvme0q1", "entry", "irq"),  # no time: skipped
+        (2_500, 36, "nvme0q1", None, "irq"),  # no event: skipped
+        (4_000, 236, "nvme0q9", "entry", None),  # no kind: a device's
+        (500, 1, "other", "exit", "irq"),  # the first valid event: t0
+    ]
+    cols = list(zip(*rows))
+    table = pa.table(
+        {
+            "time": pa.array(cols[0], pa.int64()),
+            "irq": pa.array(cols[1], pa.int32()),
+            "name": pa.array(cols[2], pa.string()),
+            "event": pa.array(cols[3], pa.string()),
+            "kind": pa.array(cols[4], pa.string()),
+        }
+    )
+    got, busiest = arrivals(table, ["nvme0q1", "36", "236", "nosuch"])
+    assert got == {"nvme0q1": [500_000], "36": [500_000, 1_500_000], "236": [3_500_000]}
+    assert busiest[0] in ("nvme0q1", "36", "local_timer", "nvme0q9") and len(busiest) == 4

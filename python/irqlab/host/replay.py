@@ -14,6 +14,8 @@ from .._util import UserError, in_worker, one_line, time_ns
 from .record import SCHEMA_TAG
 
 REQUIRED = {"time": "int64", "cpu": "int32", "irq": "int32", "name": "string", "event": "string"}
+#: The columns replay reads (with `kind`, when the trace has it).
+ARRIVAL_COLUMNS = ("time", "irq", "name", "event")
 
 
 def read_trace(path: Path) -> Any:
@@ -27,17 +29,18 @@ def read_trace(path: Path) -> Any:
     if not path.is_file():
         raise UserError(f"{path}: no such trace file")
     try:
-        table = pq.read_table(path)
+        schema = pq.read_schema(path)
+        got = {f.name: str(f.type) for f in schema}
+        missing = [f"{k} ({t})" for k, t in REQUIRED.items() if got.get(k) != t]
+        if missing or SCHEMA_TAG not in (schema.metadata or {}):
+            raise UserError(
+                f"{path}: not an irqlab trace (expected columns time, cpu, irq, name, event as written by "
+                f"`irqlab record`; missing or mistyped: {', '.join(missing) or 'the irqlab.trace tag'})"
+            )
+        # Only what `arrivals` reads: not `cpu` or `duration` (16 bytes a row).
+        return pq.read_table(path, columns=[c for c in (*ARRIVAL_COLUMNS, "kind") if c in got])
     except (pa.ArrowException, OSError, ValueError) as e:
         raise UserError(f"{path}: not a readable Parquet file ({one_line(str(e))})") from None
-    got = {f.name: str(f.type) for f in table.schema}
-    missing = [f"{k} ({t})" for k, t in REQUIRED.items() if got.get(k) != t]
-    if missing or SCHEMA_TAG not in (table.schema.metadata or {}):
-        raise UserError(
-            f"{path}: not an irqlab trace (expected columns time, cpu, irq, name, event as written by "
-            f"`irqlab record`; missing or mistyped: {', '.join(missing) or 'the irqlab.trace tag'})"
-        )
-    return table
 
 
 #: The longest trace replay takes: simulated time is u64 picoseconds (213 days).
@@ -46,45 +49,47 @@ MAX_SPAN_NS = 10**16
 
 def arrivals(table: Any, keys: Sequence[str], where: Path | str = "trace") -> tuple[dict[str, list[int]], list[str]]:
     """Entry times per replay key (a device IRQ's name or number), in ps from the trace's first event.
-    Rows without a time or event are skipped; an IRQ without a name is known by its number."""
-    times = table.column("time").to_pylist()
-    # A device interrupt's number is its IRQ; a system vector's (local_timer 236, …) is
-    # not, so a number matches only `kind = "irq"` rows (a trace without the column: all).
-    n = len(times)
-    kinds = table.column("kind").to_pylist() if "kind" in table.column_names else ["irq"] * n
-    rows = [
-        (t, irq if kind in ("irq", None) else None, name if name is not None else str(irq), ev)
-        for t, irq, name, ev, kind in zip(
-            times,
-            table.column("irq").to_pylist(),
-            table.column("name").to_pylist(),
-            table.column("event").to_pylist(),
-            kinds,
-        )
-        if t is not None and ev is not None
-    ]
-    if not rows:
+    Rows without a time or event are skipped; an IRQ without a name is known by its number.
+    Column-wise (pyarrow.compute): only the matched times become Python ints, so a
+    trace of millions of events does not become millions of Python tuples."""
+    import pyarrow as pa
+    import pyarrow.compute as pc
+
+    valid = pc.and_(pc.is_valid(table["time"]), pc.is_valid(table["event"]))
+    times = pc.filter(table["time"], valid)
+    if len(times) == 0:
         return {}, []
-    t0 = min(r[0] for r in rows)
-    span = max(r[0] for r in rows) - t0
-    if span > MAX_SPAN_NS:
+    t0, last = pc.min(times).as_py(), pc.max(times).as_py()
+    if last - t0 > MAX_SPAN_NS:
         raise UserError(
-            f"{where}: the trace spans {span / 1e9:.3g} s (from its first event to its last); "
+            f"{where}: the trace spans {(last - t0) / 1e9:.3g} s (from its first event to its last); "
             f"replay takes traces up to {MAX_SPAN_NS / 1e9:.3g} s"
         )
-    out: dict[str, list[int]] = {k: [] for k in keys}
-    seen: dict[str, int] = {}
-    for t, irq, name, ev in rows:
-        if ev != "entry":
-            continue
-        seen[name] = seen.get(name, 0) + 1
-        for k in keys:
-            if k == name or (irq is not None and k == str(irq)):
-                out[k].append((t - t0) * 1000)
-    for v in out.values():
-        v.sort()
-    busiest = sorted(seen, key=lambda n: -seen[n])
-    return {k: v for k, v in out.items() if v}, busiest
+    # Column by column, the entries only (filtering the whole table copies every column).
+    entry = pc.and_(valid, pc.fill_null(pc.equal(table["event"], "entry"), False))
+
+    def col(name: str) -> Any:
+        return pc.filter(table[name], entry)
+
+    irq = pc.cast(col("irq"), pa.string())
+    names = pc.coalesce(col("name"), irq)
+    # A device interrupt's number is its IRQ; a system vector's (local_timer 236, …) is
+    # not, so a number matches only `kind = "irq"` rows (a trace without the column: all).
+    is_irq = pc.fill_null(pc.equal(col("kind"), "irq"), True) if "kind" in table.column_names else None
+    # ps from the first event, unsigned: a span up to MAX_SPAN_NS (1e16 ns) is 1e19 ps.
+    ps = pc.multiply(pc.cast(pc.subtract(col("time"), t0), pa.uint64()), pa.scalar(1000, pa.uint64()))
+    out: dict[str, list[int]] = {}
+    for k in keys:
+        by_number = pc.fill_null(pc.equal(irq, k), False)
+        if is_irq is not None:
+            by_number = pc.and_(by_number, is_irq)
+        mine = pc.filter(ps, pc.or_(pc.fill_null(pc.equal(names, k), False), by_number))
+        if len(mine):
+            out[k] = pc.take(mine, pc.sort_indices(mine)).to_pylist()
+    counts = pc.value_counts(names)
+    seen = list(zip(counts.field("values").to_pylist(), counts.field("counts").to_pylist()))
+    busiest = [n for n, _ in sorted(seen, key=lambda nc: -nc[1])]
+    return out, busiest
 
 
 def replay(
