@@ -511,9 +511,9 @@ impl<P: Parts> Machine<P> {
         for t in &mut self.tasks {
             t.ops = 0;
         }
-        self.fabric.reset();
+        self.fabric.reset(now);
         for p in &mut self.paths {
-            p.reset();
+            p.reset(now);
         }
         P::reset(self, now);
         self.last_sample = Default::default();

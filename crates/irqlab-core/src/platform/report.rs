@@ -136,18 +136,24 @@ impl<P: Parts> Machine<P> {
             r.metric("softnet.ksoftirqd_wakeups_per_s", self.n.ksoftirqd_wakeups as f64 / secs);
         }
         P::report(self, &mut r, now, secs);
+        // Writes sent and not yet at the interrupt controller when the run ended: what
+        // an overloaded fabric holds back (offered = delivered + these + merged).
+        let in_fabric: usize = self.srcs.iter().map(|s| s.in_fabric.len()).sum();
         if !self.paths.is_empty() {
-            let busy: Ps = self.paths.iter().map(|p| p.busy_time).sum();
+            let busy: Ps = self.paths.iter().map(|p| p.busy_until(now)).sum();
             r.metric("fabric.utilisation", busy as f64 / (span.max(1) as f64 * self.paths.len() as f64));
+            r.metric("fabric.msis_in_flight", in_fabric as f64);
             r.histogram("fabric_wait", &self.paths[0].wait);
             if self.paths.len() > 1 {
                 for (k, p) in self.paths.iter().enumerate() {
-                    r.metric(format!("fabric.socket{k}.utilisation"), p.busy_time as f64 / span.max(1) as f64);
+                    r.metric(format!("fabric.socket{k}.utilisation"), p.busy_until(now) as f64 / span.max(1) as f64);
                     r.histogram(format!("fabric.socket{k}.wait"), &p.wait);
                 }
             }
         } else if self.fabric.has_cost() {
-            r.metric("fabric.utilisation", self.fabric.busy as f64 / (span.max(1) as f64 * self.fabric.slots() as f64));
+            let slots = self.fabric.slots() as f64;
+            r.metric("fabric.utilisation", self.fabric.busy_until(now) as f64 / (span.max(1) as f64 * slots));
+            r.metric("fabric.msis_in_flight", in_fabric as f64);
             r.histogram("fabric_wait", &self.fabric.wait);
         }
         r.series = std::mem::take(&mut self.series);
