@@ -50,6 +50,13 @@ pub enum Exit {
     Sysreg,
 }
 
+impl Exit {
+    /// A physical interrupt (not a trapped instruction).
+    pub fn is_interrupt(self) -> bool {
+        matches!(self, Exit::Lpi | Exit::Ipi | Exit::Doorbell | Exit::Timer | Exit::Maintenance)
+    }
+}
+
 pub const EXITS: [(Exit, &str); 7] = [
     (Exit::Lpi, "lpi"),
     (Exit::Ipi, "ipi"),
@@ -125,6 +132,9 @@ pub struct Pcpu {
     pub(crate) since: Ps,
     /// Time per mode since the end of warm-up (indexed by `Mode as usize`).
     pub(crate) time: [Ps; 4],
+    /// Physical interrupts taken here since the end of warm-up (LPIs, doorbells,
+    /// IPIs, the slice timer, maintenance), in the guest or in the idle loop.
+    pub(crate) irqs: u64,
 }
 
 pub struct Vcpu {
@@ -159,6 +169,8 @@ pub struct Stats {
     /// WFI outcomes: [stayed in the guest, trapped] × [alone on the pCPU, another vCPU runnable there].
     pub wfi: [[u64; 2]; 2],
     pub wake_latency: Latency,
+    /// Virtual interrupts the guests' handlers took.
+    pub virqs: u64,
 }
 
 /// The scheduler and its pCPUs and vCPUs (absent without `[vcpu_sched]`).

@@ -156,3 +156,32 @@ fn bad_placements_name_their_key() {
     with("[[task]]\nname = \"t\"\ncpus = [3]\nwork = \"1us\"\n", "task[0].cpus[0]");
     with("[[source]]\nname = \"s\"\nrate = 1000\ncpus = [3]\nhandler = \"1us\"\n", "source[0].cpus[0]");
 }
+
+/// The machine's own metrics describe the pCPUs this component runs: a Xen run
+/// reported no interrupts and every CPU idle, a review found. Each pCPU's class
+/// shares add up to 1, the totals are their mean over the machine's CPUs, and
+/// interrupts are the physical ones the pCPUs took plus the vLPIs the guests'
+/// handlers took.
+#[test]
+fn the_machines_metrics_describe_the_pcpus() {
+    for direct in ["false", "true"] {
+        let d = format!("gic.direct_lpi={direct}");
+        let (m, _) = m3(&[OVERSUBSCRIBED, &[d.as_str()]].concat());
+        let classes = ["idle", "user", "kernel", "hardirq", "softirq", "hyp"];
+        let mut busy = 0.0;
+        let mut phys = 0.0;
+        for p in 0..8 {
+            let total: f64 = classes.iter().map(|c| m[&format!("cpu{p}.{c}_share")]).sum();
+            assert!((total - 1.0).abs() < 1e-9, "cpu{p}: shares add up to {total}");
+            busy += 1.0 - m[&format!("cpu{p}.idle_share")];
+            phys += m[&format!("cpu{p}.interrupts_per_s")];
+        }
+        assert!((m["busy_share"] - busy / 8.0).abs() < 1e-9 && m["busy_share"] > 0.05, "{direct}: {}", m["busy_share"]);
+        assert!((m["hyp_share"] - m["hyp.pcpu_hyp_fraction"] / 2.0).abs() < 1e-9, "4 pCPUs of 8 CPUs");
+        // Physical: the LPIs (GICv3) or doorbells (GICv4), and IPIs and slice timers.
+        assert!(phys >= m["gic.doorbells_per_s"] && phys > 1000.0, "{direct}: {phys}");
+        let vlpis = m["gic.vlpis_per_s"];
+        assert!((m["interrupts_per_s"] - phys - vlpis).abs() / vlpis < 0.01, "{direct}: {} vs {phys} + {vlpis}", m["interrupts_per_s"]);
+        assert_eq!(m["vm_exits_per_s"], m["hyp.exits_per_s"]);
+    }
+}
