@@ -184,6 +184,10 @@ pub struct Cpu {
     /// CPU's lifetime hardirq time (GSIM's control law) does not see the reset.
     pub hardirq_before_reset: Ps,
     pub irqs: u64,
+    /// A thread busy-polls a queue here (io_uring IOPOLL, NAPI busy polling): the
+    /// time the model leaves idle is spent spinning, and the report counts it as
+    /// kernel time (`cpuN.poll_share`), not idle.
+    pub spins: bool,
     pub track: TrackId,
     pub vtrack: TrackId,
 }
@@ -209,6 +213,7 @@ impl Cpu {
             class_since: 0,
             hardirq_before_reset: 0,
             irqs: 0,
+            spins: false,
             track,
             vtrack,
         }

@@ -77,8 +77,15 @@ impl<P: Parts> Machine<P> {
         let mut table = Table::new(&columns);
         for (i, c) in self.cpus.iter().enumerate() {
             let mut row: Vec<Cell> = vec![Cell::Num(i as f64)];
+            let mut shares: Vec<f64> = (0..CLASSES.len()).map(|k| (c.time[0][k] + c.time[1][k]) as f64 / span.max(1) as f64).collect();
+            if c.spins {
+                // A polling thread spins where the model idles: kernel time.
+                let idle = std::mem::take(&mut shares[Class::Idle as usize]);
+                shares[Class::Kernel as usize] += idle;
+                r.metric(format!("cpu{i}.poll_share"), idle);
+            }
             for (k, name) in CLASSES.iter().enumerate() {
-                let share = (c.time[0][k] + c.time[1][k]) as f64 / span.max(1) as f64;
+                let share = shares[k];
                 class_sum[k] += share;
                 r.metric(format!("cpu{i}.{name}_share"), share);
                 row.push(share.into());

@@ -209,6 +209,10 @@ impl Component for Nic {
                 (v.link, v.vm, v.posted_to) =
                     (link, exits.unwrap_or(crate::platform::source::NO_VM), posted_to.unwrap_or(crate::platform::source::NOT_POSTED));
                 let napi = m.napi_register(P::ID, qi, cpu, level);
+                // A busy-polled queue's CPU spins between packets.
+                if n.moderation.kind == ModerationKind::Polling {
+                    m.cpus[cpu as usize].spins = true;
+                }
                 me.rxqs.push(RxQueue {
                     group: g as u32,
                     dev,

@@ -189,3 +189,17 @@ fn trains_keep_the_load_and_take_fewer_interrupts_under_timer_reset_coalescing()
     let e = crate::load(REMAP, "s.toml", &["nic.0.train=0".to_string()]).map(|_| ()).unwrap_err().0;
     assert!(e.contains("nic[0].train: 0: expected 1 (Poisson frames) to 4096"), "{e}");
 }
+
+/// A busy-polled queue's CPU spins between packets: busy, never idle, even at
+/// a load an interrupt-driven queue handles in a few per cent of the CPU.
+#[test]
+fn a_busy_polled_queues_cpu_never_idles() {
+    let light = ["nic.0.gbps=1", "nic.0.per_packet=\"200ns\""];
+    let polled = go(&[&light[..], &["nic.0.moderation.kind=polling"]].concat());
+    let m = &polled.report.metrics;
+    assert_eq!(m["cpu0.idle_share"], 0.0);
+    assert!(m["cpu0.poll_share"] > 0.8, "{}", m["cpu0.poll_share"]);
+    assert_eq!(m["cpu1.idle_share"], 1.0);
+    let irq = go(&light);
+    assert!(irq.report.metrics["cpu0.idle_share"] > 0.8, "{}", irq.report.metrics["cpu0.idle_share"]);
+}

@@ -219,6 +219,10 @@ impl Component for Nvme {
                 for j in 0..n.fio.jobs {
                     let cq = &mut me.cqs[(first_cq + j % n.queues) as usize];
                     cq.backlog.extend(std::iter::repeat_n(0, n.fio.iodepth as usize));
+                    // An IOPOLL job spins on its CPU between completions.
+                    if cq.polled {
+                        m.cpus[cq.cpu as usize].spins = true;
+                    }
                 }
                 let (channels, service) = match n.latency {
                     Some(l) => ((n.iops.0 * l.ps() as f64 * 1e-12).round().max(1.0) as u32, l.ps()),

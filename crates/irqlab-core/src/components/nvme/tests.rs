@@ -210,3 +210,23 @@ fn a_job_submits_from_one_cpu_whatever_its_iodepth() {
     let busy = |o: &crate::run::RunOutput, c: u32| 1.0 - o.report.metrics[&format!("cpu{c}.idle_share")];
     assert!(busy(&one, 0) > 0.95 && busy(&one, 1) < 0.01, "cpu0 {} cpu1 {}", busy(&one, 0), busy(&one, 1));
 }
+
+/// An IOPOLL job spins on its CPU between completions: that CPU is busy (its
+/// idle time is kernel time, `poll_share`), a CPU with no polling job is not.
+/// (The spinning was not counted at all, so polling looked cheaper in CPU than
+/// interrupts, a review found.)
+#[test]
+fn a_polling_jobs_cpu_is_busy_spinning() {
+    let out = go(DISK, &["nvme.0.moderation.kind=polling", "nvme.0.fio.iodepth=4"]);
+    let m = &out.report.metrics;
+    assert_eq!(m["cpu0.idle_share"], 0.0);
+    assert!(
+        m["cpu0.poll_share"] > 0.5
+            && (m["cpu0.kernel_share"] + m["cpu0.hardirq_share"] + m["cpu0.softirq_share"] + m["cpu0.user_share"] - 1.0).abs() < 1e-9,
+        "{m:?}"
+    );
+    assert_eq!(m["cpu1.idle_share"], 1.0, "no job on cpu1");
+    assert!(!m.contains_key("cpu1.poll_share"));
+    let irq = go(DISK, &["nvme.0.fio.iodepth=4"]);
+    assert!(irq.report.metrics["cpu0.idle_share"] > 0.5, "interrupt-driven, the same CPU mostly idles");
+}
