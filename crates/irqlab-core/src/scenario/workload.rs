@@ -49,7 +49,20 @@ pub struct Source {
     /// `irqlab replay`: take the arrivals from the recorded interrupt with this
     /// name or number instead of `rate` (a single instance).
     #[serde(default, deserialize_with = "irq_name_or_number")]
+    #[schemars(with = "Option<IrqKey>")]
     pub replay: Option<String>,
+}
+
+// What the JSON Schema says `replay` takes; the field keeps it as text either way.
+/// An interrupt's name or IRQ number.
+#[derive(JsonSchema)]
+#[serde(untagged)]
+#[allow(dead_code)]
+enum IrqKey {
+    /// The interrupt's name as /proc/interrupts shows it ("nvme0q1").
+    Name(String),
+    /// Its IRQ number.
+    Number(u32),
 }
 
 /// A recorded interrupt's name ("nvme0q1") or IRQ number, written as a string
