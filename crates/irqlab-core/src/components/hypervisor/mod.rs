@@ -204,6 +204,22 @@ fn machine_view(h: &Hypervisor, r: &mut Report, secs: f64) {
         r.metric(format!("cpu{i}.guest_share"), share(Mode::Guest) + share(Mode::GuestIdle));
         r.metric(format!("cpu{i}.interrupts_per_s"), c.irqs as f64 / secs);
         irqs += c.irqs;
+        // The machine's `cpus` table says the same (`--per-cpu` prints it).
+        if let Some(row) = r.tables.get_mut("cpus").and_then(|t| t.rows.get_mut(i)) {
+            let cells = [
+                share(Mode::Idle) + share(Mode::GuestIdle),
+                0.0,
+                share(Mode::Guest),
+                0.0,
+                0.0,
+                share(Mode::Hyp),
+                share(Mode::Guest) + share(Mode::GuestIdle),
+                c.irqs as f64 / secs,
+            ];
+            for (cell, v) in row.iter_mut().skip(1).zip(cells) {
+                *cell = v.into();
+            }
+        }
     }
     // The averages over every CPU of the machine, as the machine's report computes them.
     let ncpu = (0..).take_while(|i| r.metrics.contains_key(&format!("cpu{i}.idle_share"))).count().max(1);

@@ -184,4 +184,17 @@ fn the_machines_metrics_describe_the_pcpus() {
         assert!((m["interrupts_per_s"] - phys - vlpis).abs() / vlpis < 0.01, "{direct}: {} vs {phys} + {vlpis}", m["interrupts_per_s"]);
         assert_eq!(m["vm_exits_per_s"], m["hyp.exits_per_s"]);
     }
+    // The `cpus` table (what --per-cpu prints) says what the metrics say.
+    let sets: Vec<String> = OVERSUBSCRIBED.iter().map(|s| s.to_string()).collect();
+    let sc = crate::load(BASE, "m3.toml", &sets).expect("valid scenario");
+    let out = run(&sc, RunOptions::default());
+    let t = &out.report.tables["cpus"];
+    let col = |name: &str| t.columns.iter().position(|c| c == name).expect("a column");
+    for p in 0..8 {
+        for name in ["idle_share", "kernel_share", "hyp_share", "interrupts_per_s"] {
+            let cell = format!("{:?}", t.rows[p][col(name)]);
+            let metric = format!("{:?}", crate::engine::stats::Cell::from(out.report.metrics[&format!("cpu{p}.{name}")]));
+            assert_eq!(cell, metric, "cpu{p} {name}");
+        }
+    }
 }
