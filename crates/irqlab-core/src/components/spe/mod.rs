@@ -52,6 +52,9 @@ crate::part_events! {
         UnpinTimer,
         /// PMBIRQ after the profiling unit reached PMBLIMITR: perf moves the window.
         WindowIrq,
+        /// The enabling PMBLIMITR_EL1 write took effect (in a guest: once KVM has
+        /// emulated it): the unit starts writing, and the command goes on.
+        Enabled,
     }
 }
 
@@ -235,6 +238,13 @@ impl Component for Spe {
         }
         match e {
             SpeEv::Step => step(m, s),
+            SpeEv::Enabled => {
+                let me = m.parts.get();
+                if me.enabled {
+                    me.schedule_write::<P>(s);
+                }
+                step(m, s)
+            }
             SpeEv::PageCross => page_cross(m, s),
             SpeEv::Pmbirq => {
                 // KVM's handler maps the page: an exit on the vCPU's pCPU and the fault's handling.
@@ -247,9 +257,13 @@ impl Component for Spe {
             SpeEv::WindowIrq => {
                 // perf's handler ends the AUX transaction and begins the next on the
                 // other half: PMBLIMITR_EL1 written to 0, then to the new limit, each
-                // trapped, and KVM applies its policy to the new window.
+                // trapped in a guest, where KVM applies its policy to the new window.
+                // On the host nothing traps: the unit resumes once PMBIRQ is handled.
                 let now = s.now();
                 let me = m.parts.get();
+                if !me.guest {
+                    return Self::handle(m, s, SpeEv::Mapped, 0);
+                }
                 let cost = me.on_disable(now) + me.on_enable(now);
                 let v = me.vcpu;
                 let p = hv(m).vcpus[v as usize].processor;
@@ -533,13 +547,18 @@ fn cpu<P: Has<Spe>>(m: &mut Machine<P>, s: &mut Scheduler<Ev>, cost: Ps) {
 
 /// A write to PMBLIMITR_EL1: in a guest it traps, and KVM works `cost` with the vCPU stopped.
 fn trap<P: Has<Spe>>(m: &mut Machine<P>, s: &mut Scheduler<Ev>, cost: Ps) {
+    trap_then(m, s, cost, SpeEv::Step)
+}
+
+/// `trap`, then `then` (once KVM's work is done, or at once on the host).
+fn trap_then<P: Has<Spe>>(m: &mut Machine<P>, s: &mut Scheduler<Ev>, cost: Ps, then: SpeEv) {
     let me = m.parts.get();
     if me.guest {
         let v = me.vcpu;
         let p = hv(m).vcpus[v as usize].processor;
-        hypervisor::hyp_work(m, s, p, cost, Some(P::ev(SpeEv::Step, 0)), Some(Exit::Sysreg));
+        hypervisor::hyp_work(m, s, p, cost, Some(P::ev(then, 0)), Some(Exit::Sysreg));
     } else {
-        s.after(0, P::ev(SpeEv::Step, 0));
+        s.after(0, P::ev(then, 0));
     }
 }
 
@@ -557,10 +576,12 @@ fn step<P: Has<Spe>>(m: &mut Machine<P>, s: &mut Scheduler<Ev>) {
         // perf stat: no buffer to enable or disable.
         Op::Enable | Op::Disable if !me.profiling => s.after(0, P::ev(SpeEv::Step, 0)),
         Op::Enable => {
+            // The unit writes once the write has taken effect: in a guest, after KVM
+            // has emulated it (walked and pinned), not while it does (a review: at
+            // 256 MB records flowed through 2 s of pinning and filled the window).
             me.enabled = true;
             let t = if me.guest { me.on_enable(now) } else { 0 };
-            me.schedule_write::<P>(s);
-            trap(m, s, t)
+            trap_then(m, s, t, SpeEv::Enabled)
         }
         Op::Disable => {
             me.enabled = false;
@@ -604,10 +625,11 @@ fn page_cross<P: Has<Spe>>(m: &mut Machine<P>, s: &mut Scheduler<Ev>) {
     let before = me.half_of(me.page_of(me.wp));
     me.wp += PAGE - me.wp % PAGE;
     let page = me.page_of(me.wp);
-    let pins = !matches!(me.policy, None | Some(Policy::NoPin));
-    if me.guest && pins && me.half_of(page) != before {
+    if me.half_of(page) != before {
         // The unit stopped at PMBLIMITR (a buffer management event): no records
-        // until the new window is set up.
+        // until perf has set up the new window. perf programs that limit whatever
+        // KVM does with it, and on the host too (until 2026-11-26 only a guest
+        // with a pinning policy stopped there, which favoured no-pin and the host).
         me.stats.window_moves += 1;
         me.blackout_since = Some(now);
         let d = me.c.pmbirq;
