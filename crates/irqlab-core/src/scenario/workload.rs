@@ -120,7 +120,11 @@ pub struct Task {
     /// Kernel work in the exception, interrupts enabled.
     #[serde(default)]
     pub body: Time,
-    /// A critical section at the start of the body with interrupts masked (`local_irq_disable`).
+    /// A critical section at the start of the body with interrupts masked
+    /// (`local_irq_disable`): how long interrupts wait. Its PMR accesses under
+    /// pseudo-NMI are not added: they are among `irq_pairs` (by default the
+    /// kernel's own sections for the exception); raise `irq_pairs` for a section
+    /// the kernel's path does not already have.
     #[serde(default)]
     pub irqs_off: Time,
     /// How that section masks: `cpu.masking` by default; `"daif"` is code that
