@@ -4,6 +4,7 @@ kinds of DESIGN.md, and flows from an MSI write to its handler."""
 
 from __future__ import annotations
 
+import json
 import subprocess
 import sys
 from collections import defaultdict
@@ -163,3 +164,17 @@ def test_a_trace_to_a_file_is_streamed_memory_stays_bounded_and_the_bytes_are_th
     in_memory = _peak_rss_kib(*args, "--trace", "-")
     assert in_file < in_memory - size_kib // 2, f"streamed {in_file} KiB, held {in_memory} KiB, trace {size_kib} KiB"
     assert not [f for f in tmp_path.iterdir() if ".irqlab-partial-" in f.name]
+
+
+def test_a_trace_cut_at_its_event_cap_says_so(small, tmp_path):
+    """A trace that reached trace.max_events (1,000,000 by default) stopped
+    recording without a word: it looked like the whole run."""
+    out = tmp_path / "t.pftrace"
+    p = run_cli("run", small, "--trace", out, "--set", "trace.max_events=100", "--json", tmp_path / "r.json")
+    assert_ok(p)
+    [line] = [x for x in p.stderr.splitlines() if "trace" in x]
+    assert line.startswith("warning: the trace stops at ") and "trace.max_events" in line, p.stderr
+    assert "the trace stops" in " ".join(json.loads((tmp_path / "r.json").read_text())["warnings"])
+    p = run_cli("run", small, "--trace", out)
+    assert_ok(p)
+    assert "the trace stops" not in p.stderr

@@ -125,6 +125,8 @@ def replay(
     unmatched = [k for k in keys if k not in got]
     if unmatched:
         warnings.insert(0, f"no recorded interrupt for replay source(s) {', '.join(unmatched)}; they stay silent")
+    # The core's own (as `run` prints them).
+    warnings += res.get("warnings", [])
     return res, warnings
 
 

@@ -79,8 +79,15 @@ pub fn run_stoppable<M: Protocol>(
     }
     s.run_until(&mut m, span.end);
     let now = s.now();
-    let report = m.report(now, s.events());
+    let mut report = m.report(now, s.events());
     let (audit, tracer) = m.finish(now);
+    if let Some(t) = tracer.capped_at() {
+        report.warn(format!(
+            "the trace stops at {:.6} s of simulated time: it reached trace.max_events; raise it \
+             (--set trace.max_events=N) or narrow trace.start/trace.end",
+            t as f64 * 1e-12
+        ));
+    }
     let (trace, trace_error) = match tracer.finish(now) {
         Ok(t) => (t, None),
         Err(e) => (None, Some(e)),

@@ -105,6 +105,8 @@ pub struct Tracer {
     /// The first write error (the trace is then incomplete and must not be kept).
     pub error: Option<String>,
     tracks: Vec<TrackState>,
+    /// The first event in the window refused for the cap.
+    capped_at: Option<Ps>,
 }
 
 /// Encoded bytes held before a streaming tracer writes them out.
@@ -120,6 +122,7 @@ impl Tracer {
             sink: None,
             error: None,
             tracks: Vec::new(),
+            capped_at: None,
         }
     }
 
@@ -171,8 +174,18 @@ impl Tracer {
     }
 
     #[inline]
-    fn admits(&self, t: Ps) -> bool {
-        t >= self.bounds.start && t <= self.bounds.end && self.events < self.bounds.max_events
+    fn admits(&mut self, t: Ps) -> bool {
+        let inside = t >= self.bounds.start && t <= self.bounds.end;
+        if inside && self.events >= self.bounds.max_events && self.capped_at.is_none() {
+            self.capped_at = Some(t);
+        }
+        inside && self.events < self.bounds.max_events
+    }
+
+    /// When the trace stopped recording because it reached `max_events` (the
+    /// first event in the window it refused), if it did: the run says so.
+    pub fn capped_at(&self) -> Option<Ps> {
+        self.capped_at
     }
 
     fn emit(&mut self, t: Ps, ev: TrackEvent) {
