@@ -75,7 +75,9 @@ impl<P: Parts> Machine<P> {
         match level {
             Level::Host => {
                 self.n.host_irqs += 1;
-                self.n.irq_latency.record(lat);
+                if !self.src_local[self.srcs[i as usize].group as usize] {
+                    self.n.irq_latency.record(lat);
+                }
             }
             Level::Guest => {
                 self.n.guest_irqs += 1;

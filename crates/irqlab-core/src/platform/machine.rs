@@ -175,6 +175,9 @@ pub struct Machine<P> {
     pub src_groups: Vec<String>,
     /// Interrupts handled per source group since the last stats reset.
     pub src_handled: Vec<u64>,
+    /// Source groups raised on their own CPU, not by a device's write (GSIM's
+    /// hrtimer): their handlers count as interrupts, not in `irq_latency`.
+    pub src_local: Vec<bool>,
     pub tasks: Vec<TaskState>,
     pub task_groups: Vec<String>,
     pub fabric: Fabric,
@@ -319,6 +322,7 @@ impl<P: Parts> Machine<P> {
             cpus,
             srcs,
             src_handled: vec![0; src_groups.len()],
+            src_local: vec![false; src_groups.len()],
             hint_cpu: Vec::new(),
             src_groups,
             tasks,
@@ -395,6 +399,7 @@ impl<P: Parts> Machine<P> {
         self.msi_tracks.push(self.tracer.track(track, None));
         self.src_groups.push(name.to_string());
         self.src_handled.push(0);
+        self.src_local.push(false);
         (self.src_groups.len() - 1) as u32
     }
 

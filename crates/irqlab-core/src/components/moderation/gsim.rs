@@ -239,6 +239,8 @@ impl Component for GlobalModeration {
         }
         let mut gs = Gsim::new(p, g.min_sleep.ps() / PS_PER_NS, g.clock_every as u64, m.cpus.len(), changes);
         let group = m.add_group("gsim", "gsim hrtimer");
+        // Its timer is raised on its CPU, not written by a device: not in irq_latency.
+        m.src_local[group as usize] = true;
         let (entry, exit) = (m.irq_entry, m.irq_exit);
         for c in 0..m.cpus.len() as u32 {
             let i = m.add_source(format!("gsim.cpu{c}"), group, c, 0, Prio::Normal, entry, exit, 0, P::ID, c);
