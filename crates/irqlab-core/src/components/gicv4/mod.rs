@@ -184,7 +184,7 @@ impl Component for Gic {
         }
         // Every MSI sent is in flight, pending at a vCPU, or handled by the guest: none lost, none twice.
         let h = dep::<Hypervisor, P>(m);
-        let (taken, pending) = (h.virqs_taken, h.virqs_outstanding());
+        let (taken, pending, pcpus) = (h.virqs_taken, h.virqs_outstanding(), h.pcpus.len().max(1) as f64);
         // vLPIs pending on a blocked vCPU that nothing will wake: not current on a pCPU
         // (whose schedule-out reads PendingLast), and (below) no doorbell on its way.
         let blocked: Vec<(usize, usize)> = (h.vcpus.iter().enumerate())
@@ -206,7 +206,8 @@ impl Component for Gic {
         r.metric("gic.vpe_sched_out_per_s", per_s(st.sched_out));
         let polls = st.sched_in + st.sched_out;
         r.metric("gic.dirty_wait_mean_ns", if polls > 0 { st.dirty_wait as f64 / polls as f64 / 1e3 } else { 0.0 });
-        r.metric("gic.dirty_wait_fraction", st.dirty_wait as f64 / (secs * 1e12));
+        // A share of the pCPUs' time, as hyp.pcpu_hyp_fraction (it was a sum over them, up to 1.58).
+        r.metric("gic.dirty_wait_fraction", st.dirty_wait as f64 / (secs * 1e12 * pcpus));
         r.metric("gic.vmovp_per_s", per_s(st.vmovps));
         r.metric("gic.its_cmds_per_s", per_s(st.its_cmds));
         r.metric("gic.its_wait_mean_ns", if st.its_cmds > 0 { st.its_wait as f64 / st.its_cmds as f64 / 1e3 } else { 0.0 });

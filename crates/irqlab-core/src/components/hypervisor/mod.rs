@@ -236,6 +236,8 @@ fn machine_view(h: &Hypervisor, r: &mut Report, secs: f64) {
     };
     add("interrupts", irqs + h.stats.virqs);
     add("vm_exits", h.stats.exits.iter().sum());
+    let switches = r.metrics.get("context_switches_per_s").copied().unwrap_or(0.0);
+    r.metric("context_switches_per_s", switches + h.stats.switches as f64 / secs);
     let guest = r.metrics.get("guest_interrupts").copied().unwrap_or(0.0) + h.stats.virqs as f64;
     r.metric("guest_interrupts", guest);
 }

@@ -183,6 +183,9 @@ fn the_machines_metrics_describe_the_pcpus() {
         let vlpis = m["gic.vlpis_per_s"];
         assert!((m["interrupts_per_s"] - phys - vlpis).abs() / vlpis < 0.01, "{direct}: {} vs {phys} + {vlpis}", m["interrupts_per_s"]);
         assert_eq!(m["vm_exits_per_s"], m["hyp.exits_per_s"]);
+        assert_eq!(m["context_switches_per_s"], m["hyp.switches_per_s"]);
+        // Polling Dirty is hypervisor time: a share of the pCPUs' time no larger than it.
+        assert!(m["gic.dirty_wait_fraction"] <= m["hyp.pcpu_hyp_fraction"], "{direct}");
     }
     // The `cpus` table (what --per-cpu prints) says what the metrics say.
     let sets: Vec<String> = OVERSUBSCRIBED.iter().map(|s| s.to_string()).collect();
