@@ -179,3 +179,18 @@ def test_human_units():
     assert summary.human_rate(13.9e6, "IOPS") == "13.9 M IOPS"
     assert summary.human_share(0.124894) == "12.5 %"
     assert summary.human(94.11, "Gbit/s") == "94.1 Gbit/s"
+
+
+def test_a_histogram_without_samples_shows_dashes_not_zero_ns() -> None:
+    """An empty histogram (no host interrupt in a Xen run) printed a row of "0 ns",
+    which reads as a measurement."""
+    hists = {
+        "irq_latency": {"count": 0, "unit": "ns", "mean": 0.0, "p50": 0.0},
+        "b": {"count": 2, "unit": "ns", "mean": 5.0, "p50": 4.0},
+    }
+    lines = summary._hist_lines(hists, ["count", "mean", "p50"], 100, "µ", "─")
+    row = next(x for x in lines if x.strip().startswith("irq_latency")).split()
+    assert row == ["irq_latency", "0", "—", "—"]
+    assert "5.00 ns" in "\n".join(lines)
+    ascii_row = next(x for x in summary._hist_lines(hists, ["count", "mean"], 100, "u", "-") if "irq_latency" in x)
+    assert ascii_row.split() == ["irq_latency", "0", "-"]

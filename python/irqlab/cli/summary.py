@@ -479,6 +479,11 @@ def _hist_lines(hists: dict[str, dict[str, Any]], stats: Sequence[str], width: i
     for name, h in hists.items():
         unit = str(h.get("unit", ""))
         label = name if unit in _TIME_UNITS else f"{name} ({unit})" if unit else name
+        if not h.get("count"):
+            # No sample: a dash, not "0 ns" that reads as a measurement.
+            dash = "—" if micro == "µ" else "-"  # an ASCII console gets "u" for µ, and "-"
+            rows.append([label, *("0" if s == "count" else dash for s in stats)])
+            continue
         rows.append([label, *(fmt(h.get(s)) if s == "count" else human(h.get(s), unit, micro) for s in stats)])
     return table_lines("histograms", ["histogram", *stats], rows, [False, *(True for _ in stats)], width, rule)
 
