@@ -72,10 +72,14 @@ impl<P: Parts> Machine<P> {
     ) -> crate::engine::Ps {
         let now = s.now();
         let lat = now - origin;
+        let g = self.srcs[i as usize].group as usize;
+        if let Some(l) = &mut self.src_latency[g] {
+            l.record(lat);
+        }
         match level {
             Level::Host => {
                 self.n.host_irqs += 1;
-                if !self.src_local[self.srcs[i as usize].group as usize] {
+                if !self.src_local[g] {
                     self.n.irq_latency.record(lat);
                 }
             }

@@ -178,6 +178,10 @@ pub struct Machine<P> {
     /// Source groups raised on their own CPU, not by a device's write (GSIM's
     /// hrtimer): their handlers count as interrupts, not in `irq_latency`.
     pub src_local: Vec<bool>,
+    /// Each scenario `[[source]]`'s own latency (write to handler start), when
+    /// there are several: `irq_latency` pools them, and a masking study needs
+    /// the NMI's apart from the others'.
+    pub src_latency: Vec<Option<crate::engine::stats::Latency>>,
     pub tasks: Vec<TaskState>,
     pub task_groups: Vec<String>,
     pub fabric: Fabric,
@@ -323,6 +327,7 @@ impl<P: Parts> Machine<P> {
             srcs,
             src_handled: vec![0; src_groups.len()],
             src_local: vec![false; src_groups.len()],
+            src_latency: (0..src_groups.len()).map(|_| (src_groups.len() > 1).then(Default::default)).collect(),
             hint_cpu: Vec::new(),
             src_groups,
             tasks,
@@ -400,6 +405,7 @@ impl<P: Parts> Machine<P> {
         self.src_groups.push(name.to_string());
         self.src_handled.push(0);
         self.src_local.push(false);
+        self.src_latency.push(None);
         (self.src_groups.len() - 1) as u32
     }
 
@@ -513,6 +519,9 @@ impl<P: Parts> Machine<P> {
             c.reset_time(now);
         }
         self.src_handled.fill(0);
+        for l in self.src_latency.iter_mut().flatten() {
+            l.reset();
+        }
         for t in &mut self.tasks {
             t.ops = 0;
         }
