@@ -135,6 +135,8 @@ pub struct Pcpu {
     /// Physical interrupts taken here since the end of warm-up (LPIs, doorbells,
     /// IPIs, the slice timer, maintenance), in the guest or in the idle loop.
     pub(crate) irqs: u64,
+    /// Guest time spent in vIRQ handlers (each counted whole when it ends).
+    pub(crate) virq_time: Ps,
 }
 
 pub struct Vcpu {

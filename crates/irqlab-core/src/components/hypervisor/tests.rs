@@ -184,6 +184,10 @@ fn the_machines_metrics_describe_the_pcpus() {
         assert!((m["interrupts_per_s"] - phys - vlpis).abs() / vlpis < 0.01, "{direct}: {} vs {phys} + {vlpis}", m["interrupts_per_s"]);
         assert_eq!(m["vm_exits_per_s"], m["hyp.exits_per_s"]);
         assert_eq!(m["context_switches_per_s"], m["hyp.switches_per_s"]);
+        // The guests' vIRQ handlers (vblk.complete, 6 us each) are hardirq time, the rest kernel.
+        let handlers = m["gic.vlpis_per_s"] * 6e-6 / 8.0;
+        assert!((m["hardirq_share"] / handlers - 1.0).abs() < 0.05, "{direct}: {} vs {handlers}", m["hardirq_share"]);
+        assert!(m["kernel_share"] > 0.0);
         // Polling Dirty is hypervisor time: a share of the pCPUs' time no larger than it.
         assert!(m["gic.dirty_wait_fraction"] <= m["hyp.pcpu_hyp_fraction"], "{direct}");
     }
