@@ -124,6 +124,38 @@ impl Default for Moderation {
     }
 }
 
+/// A queue's `moderation`: the table, or its kind alone (`moderation = "dim"`
+/// for `{ kind = "dim" }`: serde said "expected struct Moderation" to a
+/// newcomer who wrote that). A table keeps its own errors (an unknown field).
+pub fn table_or_kind<'de, D: serde::Deserializer<'de>>(d: D) -> Result<Moderation, D::Error> {
+    struct V;
+    impl<'de> serde::de::Visitor<'de> for V {
+        type Value = Moderation;
+        fn expecting(&self, f: &mut std::fmt::Formatter) -> std::fmt::Result {
+            f.write_str("a kind (\"none\", \"static\", \"dim\", \"polling\") or a table such as { kind = \"static\", usecs = \"8us\", frames = 32 }")
+        }
+        fn visit_str<E: serde::de::Error>(self, v: &str) -> Result<Moderation, E> {
+            use serde::de::IntoDeserializer;
+            let kind = ModerationKind::deserialize(v.into_deserializer())?;
+            Ok(Moderation { kind, ..Moderation::default() })
+        }
+        fn visit_map<A: serde::de::MapAccess<'de>>(self, map: A) -> Result<Moderation, A::Error> {
+            Moderation::deserialize(serde::de::value::MapAccessDeserializer::new(map))
+        }
+    }
+    d.deserialize_any(V)
+}
+
+// What the JSON Schema says a queue's `moderation` takes; `table_or_kind` reads it.
+/// A queue's moderation: its kind alone (`"dim"`), or a table.
+#[derive(JsonSchema)]
+#[serde(untagged)]
+#[allow(dead_code)]
+pub(crate) enum ModerationSpec {
+    Kind(ModerationKind),
+    Table(Moderation),
+}
+
 impl Gsim {
     /// Ranges of the module parameters and changes in time order within the run.
     pub fn check(&self, ctx: &Ctx) -> Check {

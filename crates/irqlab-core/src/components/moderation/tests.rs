@@ -426,3 +426,16 @@ fn dim_in_timer_reset_mode_starts_at_the_cqe_default_profile() {
     assert_eq!(dim(false), (8, 256));
     assert_eq!(dim(true), (8, 128));
 }
+
+/// `moderation = "dim"` is `{ kind = "dim" }` (a newcomer wrote the first and
+/// got serde's "expected struct Moderation"); a table keeps its own errors.
+#[test]
+fn a_moderation_kind_alone_is_its_table() {
+    let short = load(NIC, "m5.toml", &["nic.0.moderation=\"dim\"".to_string()]).expect("a kind alone");
+    let table = load(NIC, "m5.toml", &["nic.0.moderation={kind=\"dim\"}".to_string()]).expect("a table");
+    assert_eq!(format!("{:?}", short.nic[0].moderation), format!("{:?}", table.nic[0].moderation));
+    let e = load(NIC, "m5.toml", &["nic.0.moderation={kind=\"static\", usec=\"3us\"}".to_string()]).unwrap_err().to_string();
+    assert!(e.contains("unknown field `usec`"), "{e}");
+    let e = load(NIC, "m5.toml", &["nic.0.moderation=5".to_string()]).unwrap_err().to_string();
+    assert!(e.contains("a kind (\"none\", \"static\", \"dim\", \"polling\") or a table"), "{e}");
+}

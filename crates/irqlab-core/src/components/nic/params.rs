@@ -68,7 +68,8 @@ pub struct Nic {
     /// Softirq cost per poll round.
     #[serde(default)]
     pub per_poll: Time,
-    #[serde(default)]
+    #[serde(default, deserialize_with = "crate::components::moderation::params::table_or_kind")]
+    #[schemars(with = "crate::components::moderation::params::ModerationSpec")]
     pub moderation: Moderation,
     /// How a VF's interrupts reach its VM (with `vm`): `exit` (the physical
     /// interrupt exits the vCPU's pCPU and the hypervisor injects it), `remapped`

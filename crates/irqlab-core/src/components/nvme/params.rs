@@ -82,7 +82,8 @@ pub struct Nvme {
     #[serde(default = "d_depth")]
     pub depth: u32,
     pub fio: Fio,
-    #[serde(default)]
+    #[serde(default, deserialize_with = "crate::components::moderation::params::table_or_kind")]
+    #[schemars(with = "crate::components::moderation::params::ModerationSpec")]
     pub moderation: Moderation,
 }
 
