@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import os
+import signal
 import subprocess
 import sys
 from pathlib import Path
@@ -44,3 +45,22 @@ def assert_user_error(p: subprocess.CompletedProcess[str], *needles: str) -> str
     for n in needles:
         assert n in line, f"{n!r} not in {line!r}"
     return line
+
+
+def _sigint_default() -> None:
+    signal.signal(signal.SIGINT, signal.SIG_DFL)
+
+
+def start_cli(*args: object, stdout: int = subprocess.PIPE) -> subprocess.Popen[str]:
+    """`irqlab ARGS` started in the background, as `run_cli` runs it (CI=true),
+    for a test that signals or kills it while it runs. A test run started in
+    the background (`make test &`, some CI runners) inherits SIGINT ignored, and
+    Python then keeps it ignored: the child gets Ctrl-C back."""
+    return subprocess.Popen(
+        [sys.executable, "-m", "irqlab", *map(str, args)],
+        env={**os.environ, "CI": "true"},
+        stdout=stdout,
+        stderr=subprocess.PIPE,
+        text=True,
+        preexec_fn=_sigint_default,
+    )

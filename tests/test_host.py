@@ -7,8 +7,6 @@ import json
 import mmap
 import os
 import signal
-import subprocess
-import sys
 import threading
 import time
 from dataclasses import dataclass
@@ -17,7 +15,7 @@ from pathlib import Path
 import pytest
 
 import irqlab
-from helpers import assert_ok, assert_user_error, run_cli
+from helpers import assert_ok, assert_user_error, run_cli, start_cli
 
 pa = pytest.importorskip("pyarrow")
 import pyarrow.parquet as pq  # noqa: E402
@@ -452,14 +450,7 @@ def _cmdline(pid: int) -> bytes:
 def test_a_measure_task_that_dies_is_one_line_at_once(tmp_path: Path) -> None:
     """A task killed (SIGKILL, the OOM killer) left the parent waiting a minute
     for its result, then a traceback (queue.Empty)."""
-    cmd = [sys.executable, "-m", "irqlab", "measure", "sched_yield", "--tasks", "2"]
-    p = subprocess.Popen(
-        [*cmd, "--seconds", "60", "--intervals", "1", "--warmup", "0"],
-        env={**os.environ, "CI": "true"},
-        stdout=subprocess.PIPE,
-        stderr=subprocess.PIPE,
-        text=True,
-    )
+    p = start_cli("measure", "sched_yield", "--tasks", "2", "--seconds", "60", "--intervals", "1", "--warmup", "0")
     try:
         deadline = time.monotonic() + 60
         tasks: list[int] = []

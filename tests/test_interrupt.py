@@ -6,12 +6,12 @@ from __future__ import annotations
 
 import os
 import signal
-import subprocess
-import sys
 import time
 from pathlib import Path
 
 import pytest
+
+from helpers import start_cli
 
 LONG = """
 name = "long"
@@ -25,10 +25,6 @@ rate = "2M/s"
 cpus = [0, 1]
 handler = "100ns"
 """
-
-
-def _sigint_default() -> None:
-    signal.signal(signal.SIGINT, signal.SIG_DFL)
 
 
 def _cpu_seconds(pid: int) -> float:
@@ -50,16 +46,7 @@ def test_a_signal_stops_a_long_run_with_one_line(
     sc.write_text(LONG)
     out = tmp_path / "out"
     outputs = ["--json", str(out)] if command[0] == "run" else ["--out", str(out)]
-    p = subprocess.Popen(
-        [sys.executable, "-m", "irqlab", command[0], str(sc), *command[1:], *outputs],
-        env={**os.environ, "CI": "true"},
-        stdout=subprocess.PIPE,
-        stderr=subprocess.PIPE,
-        text=True,
-        # A test run started in the background (`make test &`, some CI runners) inherits
-        # SIGINT ignored, and Python then keeps it ignored: give the child Ctrl-C back.
-        preexec_fn=_sigint_default,
-    )
+    p = start_cli(command[0], sc, *command[1:], *outputs)
     try:
         # Wait until the simulation is under way (a second of CPU), not just importing.
         deadline = time.monotonic() + 120
@@ -132,13 +119,7 @@ def test_sigterm_stops_a_recording_as_documented_and_removes_its_instance(tmp_pa
     """`record` said "interrupted" and exit 130 for SIGTERM (its own handler
     turned it into Ctrl-C); it is "terminated", 143, as for every command."""
     out = tmp_path / "t.parquet"
-    p = subprocess.Popen(
-        [sys.executable, "-m", "irqlab", "record", "--duration", "60", "--out", str(out)],
-        env={**os.environ, "CI": "true"},
-        stdout=subprocess.PIPE,
-        stderr=subprocess.PIPE,
-        text=True,
-    )
+    p = start_cli("record", "--duration", "60", "--out", out)
     instance = Path(f"/sys/kernel/tracing/instances/irqlab-{p.pid}")
     try:
         # Recording once its tracefs instance exists (tracefs mounted by then).
@@ -164,14 +145,7 @@ def test_ctrl_c_ends_monitor_without_a_count_as_its_help_says() -> None:
     """`monitor` runs "until Ctrl-C": that is its normal end (exit 0), not an
     error; with --count, Ctrl-C cuts the samples short (exit 130, no JSON)."""
     for extra, code in (([], 0), (["--count", "1000"], 130)):
-        p = subprocess.Popen(
-            [sys.executable, "-m", "irqlab", "monitor", "--interval", "0.1", *extra],
-            env={**os.environ, "CI": "true"},
-            stdout=subprocess.PIPE,
-            stderr=subprocess.PIPE,
-            text=True,
-            preexec_fn=_sigint_default,
-        )
+        p = start_cli("monitor", "--interval", "0.1", *extra)
         try:
             # Under way once it has printed a sample.
             assert p.stdout is not None

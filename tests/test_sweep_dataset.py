@@ -21,7 +21,7 @@ import pyarrow.parquet as pq
 import pytest
 
 import irqlab.sweep as sweeps
-from helpers import assert_ok, assert_user_error, run_cli
+from helpers import assert_ok, assert_user_error, run_cli, start_cli
 from irqlab._util import TEMP_MARK
 from irqlab.cli import main
 
@@ -74,13 +74,7 @@ def test_a_dataset_is_parts_and_a_manifest_and_reads_as_one_table(uninterrupted)
 
 
 def _kill_when_a_point_is_done(small: Path, out: Path) -> None:
-    p = subprocess.Popen(
-        [sys.executable, "-m", "irqlab", "sweep", str(small), *SLOW, "--workers", "1", "--out", str(out)],
-        env={**os.environ, "CI": "true"},
-        stdout=subprocess.DEVNULL,
-        stderr=subprocess.PIPE,
-        text=True,
-    )
+    p = start_cli("sweep", small, *SLOW, "--workers", "1", "--out", out, stdout=subprocess.DEVNULL)
     try:
         deadline = time.monotonic() + 300
         while not manifest(out).get("done") and p.poll() is None and time.monotonic() < deadline:
