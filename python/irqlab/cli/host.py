@@ -157,17 +157,18 @@ def monitor(
         return t
 
     with open("/proc/stat") as f:
-        if not hmon.irq_time_accounted(f.read()):
-            err.print(
-                "warning: this kernel does not account hardirq time (/proc/stat's irq column is 0 since boot: "
-                "CONFIG_IRQ_TIME_ACCOUNTING is off), so the hardirq share is n/a",
-                markup=False,
-                soft_wrap=True,
-            )
+        accounted = hmon.irq_time_accounted(f.read())
+    if not accounted:
+        err.print(
+            "warning: this kernel does not account hardirq time (/proc/stat's irq column is 0 since boot: "
+            "CONFIG_IRQ_TIME_ACCOUNTING is off), so the hardirq share is n/a",
+            markup=False,
+            soft_wrap=True,
+        )
     live = json_out is None and out.is_terminal
     try:
         with Live(console=out, auto_refresh=False) if live else contextlib.nullcontext() as lv:
-            for t, r in hmon.samples(interval, count):
+            for t, r in hmon.samples(interval, count, accounted):
                 keep("interrupts_per_s", t, r["total"])
                 for i, (x, h) in enumerate(zip(r["per_cpu"], r["hardirq_share"])):
                     keep(f"cpu{i}.interrupts_per_s", t, x)

@@ -94,11 +94,9 @@ def rates(a: Snapshot, b: Snapshot, accounted: bool = True) -> dict[str, Any]:
     return {"total": sum(per_cpu), "per_cpu": per_cpu, "hardirq_share": share, "per_source": per_source}
 
 
-def samples(interval: float, count: int | None) -> Iterator[tuple[float, dict[str, Any]]]:
-    """(seconds since the start, rates) per interval; a share is None when the
-    kernel does not account hardirq time (`irq_time_accounted`)."""
-    with open("/proc/stat") as f:
-        accounted = irq_time_accounted(f.read())
+def samples(interval: float, count: int | None, accounted: bool) -> Iterator[tuple[float, dict[str, Any]]]:
+    """(seconds since the start, rates) per interval; with `accounted` False (the
+    kernel does not account hardirq time, `irq_time_accounted`) a share is None."""
     start = prev = snapshot()
     n = 0
     while count is None or n < count:
