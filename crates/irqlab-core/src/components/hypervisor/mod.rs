@@ -194,33 +194,26 @@ fn machine_view(h: &Hypervisor, r: &mut Report, secs: f64) {
     for (i, c) in h.pcpus.iter().enumerate() {
         let share = |mode: Mode| c.time[mode as usize] as f64 / span;
         let hardirq = c.virq_time.min(c.time[Mode::Guest as usize]) as f64 / span;
-        for (name, v) in [
-            ("idle", share(Mode::Idle) + share(Mode::GuestIdle)),
-            ("user", 0.0),
-            ("kernel", share(Mode::Guest) - hardirq),
-            ("hardirq", hardirq),
-            ("softirq", 0.0),
-            ("hyp", share(Mode::Hyp)),
-        ] {
-            r.metric(format!("cpu{i}.{name}_share"), v);
-        }
-        r.metric(format!("cpu{i}.guest_share"), share(Mode::Guest) + share(Mode::GuestIdle));
-        r.metric(format!("cpu{i}.interrupts_per_s"), c.irqs as f64 / secs);
+        let values = [
+            ("idle_share", share(Mode::Idle) + share(Mode::GuestIdle)),
+            ("user_share", 0.0),
+            ("kernel_share", share(Mode::Guest) - hardirq),
+            ("hardirq_share", hardirq),
+            ("softirq_share", 0.0),
+            ("hyp_share", share(Mode::Hyp)),
+            ("guest_share", share(Mode::Guest) + share(Mode::GuestIdle)),
+            ("interrupts_per_s", c.irqs as f64 / secs),
+        ];
         irqs += c.irqs;
+        for (name, v) in values {
+            r.metric(format!("cpu{i}.{name}"), v);
+        }
         // The machine's `cpus` table says the same (`--per-cpu` prints it).
-        if let Some(row) = r.tables.get_mut("cpus").and_then(|t| t.rows.get_mut(i)) {
-            let cells = [
-                share(Mode::Idle) + share(Mode::GuestIdle),
-                0.0,
-                share(Mode::Guest) - hardirq,
-                hardirq,
-                0.0,
-                share(Mode::Hyp),
-                share(Mode::Guest) + share(Mode::GuestIdle),
-                c.irqs as f64 / secs,
-            ];
-            for (cell, v) in row.iter_mut().skip(1).zip(cells) {
-                *cell = v.into();
+        if let Some(t) = r.tables.get_mut("cpus") {
+            for (name, v) in values {
+                if let (Some(k), Some(row)) = (t.columns.iter().position(|c| c == name), t.rows.get_mut(i)) {
+                    row[k] = v.into();
+                }
             }
         }
     }
