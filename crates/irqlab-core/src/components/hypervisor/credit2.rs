@@ -134,7 +134,9 @@ pub(super) fn schedule<P: Parts>(m: &mut Machine<P>, s: &mut Scheduler<Ev>, p: u
             notify_switch(m, s, inn, v);
         }
     }
-    if let Some(v) = next {
+    // null arms no timer: `null_schedule` returns `next_time = -1` (`sched/null.c`),
+    // so a vCPU alone on its pCPU is never interrupted by the scheduler.
+    if let Some(v) = next.filter(|_| hv(m).kind == Some(SchedKind::Credit2)) {
         set_slice::<P>(hv(m), s, p, v);
     }
 }
@@ -188,9 +190,10 @@ pub(super) fn tickle<P: Parts>(m: &mut Machine<P>, s: &mut Scheduler<Ev>, v: u32
         }
     }
     // Adaptive WFI: a pCPU idling in a guest's WFI is made to execute it again,
-    // now trapping since `v` is tickled to it. Like `tickle_cpu` (`cpu_raise_softirq`),
-    // the pCPU running this code needs no IPI: its guest, with nothing to do, runs WFI
-    // at its entry. Any other is kicked only if it idles in WFI and is not tickled yet.
+    // now trapping since `v` is tickled to it. The vCPU's own pCPU is tried first,
+    // as `runq_tickle` does. Like `tickle_cpu` (`cpu_raise_softirq`), the pCPU
+    // running this code needs no IPI: its guest, with nothing to do, runs WFI at
+    // its entry. Any other is kicked only if it idles in WFI and is not tickled yet.
     if matches!(h.vwfi, Some(Vwfi::Adaptive | Vwfi::Kvm)) {
         let will_wfi = |c: u32| {
             h.pcpus[c as usize].cur.is_some_and(|u| {
@@ -198,12 +201,11 @@ pub(super) fn tickle<P: Parts>(m: &mut Machine<P>, s: &mut Scheduler<Ev>, v: u32
                 uc.cur.is_none() && uc.guest_q.is_empty() && uc.virqs.is_empty()
             })
         };
-        let local = order.contains(&from) && !h.pcpus[from as usize].tickled && will_wfi(from);
-        let pick = if local {
-            Some(from)
-        } else {
-            order.iter().copied().find(|&c| h.pcpus[c as usize].mode == Mode::GuestIdle && !h.pcpus[c as usize].tickled)
+        let takes = |c: u32| {
+            let pc = &h.pcpus[c as usize];
+            !pc.tickled && if c == from { will_wfi(c) } else { pc.mode == Mode::GuestIdle }
         };
+        let pick = order.iter().copied().find(|&c| takes(c));
         if let Some(c) = pick {
             h.vcpus[v as usize].tickled_cpu = Some(c);
             h.pcpus[c as usize].tickled = true;

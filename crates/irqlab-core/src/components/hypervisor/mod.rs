@@ -127,6 +127,14 @@ impl Component for Hypervisor {
                 let ipi = if e == HypEv::SendResched { HypEv::IpiResched } else { HypEv::IpiKick };
                 s.after(lat, ev::<P>(ipi, p));
             }
+            HypEv::WfiWake => {
+                let now = s.now();
+                let (h, tr) = split(m);
+                let pc = &mut h.pcpus[p as usize];
+                pc.guest_timer = None;
+                set_mode(pc, Mode::Guest, now, tr);
+                guest_next(m, s, p);
+            }
         }
     }
 
@@ -260,6 +268,17 @@ fn enter_hyp<P: Parts>(m: &mut Machine<P>, s: &mut Scheduler<Ev>, p: u32, why: O
         Mode::Hyp => return,
         Mode::Idle => c.idle_exit,
         Mode::Guest | Mode::GuestIdle => {
+            // A core in the guest's WFI leaves it first, as from the idle loop;
+            // one already leaving it for a vIRQ pays what is left of that.
+            let waking = match (pc.mode, pc.guest_timer) {
+                (Mode::GuestIdle, None) => c.idle_exit,
+                (Mode::GuestIdle, Some(t)) => {
+                    s.cancel(t);
+                    pc.guest_timer = None;
+                    pc.guest_end.saturating_sub(now)
+                }
+                _ => 0,
+            };
             if pc.mode == Mode::Guest {
                 // Pause the guest's item; it resumes after the next entry.
                 if let Some(t) = pc.guest_timer.take() {
@@ -276,7 +295,7 @@ fn enter_hyp<P: Parts>(m: &mut Machine<P>, s: &mut Scheduler<Ev>, p: u32, why: O
                     tr.instant(now, h.pcpus[p as usize].track, "hyp", EXITS[k].1, None);
                 }
             }
-            c.exit
+            waking + c.exit
         }
     };
     let pc = &mut h.pcpus[p as usize];
@@ -473,7 +492,7 @@ pub fn kick<P: Parts>(m: &mut Machine<P>, s: &mut Scheduler<Ev>, v: u32, from: u
 /// in `virqs` until the vCPU next enters the guest.
 pub fn post_virq<P: Parts>(m: &mut Machine<P>, s: &mut Scheduler<Ev>, v: u32, w: GuestWork, direct: bool) {
     let now = s.now();
-    let (h, tr) = split(m);
+    let h = hv(m);
     let vc = &mut h.vcpus[v as usize];
     vc.virqs.push_back(w);
     if !direct || vc.state != VcpuState::Running {
@@ -482,10 +501,7 @@ pub fn post_virq<P: Parts>(m: &mut Machine<P>, s: &mut Scheduler<Ev>, v: u32, w:
     let p = vc.processor;
     let pc = &mut h.pcpus[p as usize];
     match pc.mode {
-        Mode::GuestIdle => {
-            set_mode(pc, Mode::Guest, now, tr);
-            guest_next(m, s, p);
-        }
+        Mode::GuestIdle => leave_guest_wfi(m, s, p),
         // Preempt the guest's own work (a handler in progress runs with interrupts masked).
         Mode::Guest if matches!(vc.cur, Some((_, false))) => {
             if let Some(t) = pc.guest_timer.take() {
@@ -503,16 +519,32 @@ pub fn post_virq<P: Parts>(m: &mut Machine<P>, s: &mut Scheduler<Ev>, v: u32, w:
 /// Work the guest OS itself has on vCPU `v` (a submission, a reaped
 /// completion): queued behind what it is doing. A vCPU idle in WFI in place wakes for it.
 pub fn guest_work<P: Parts>(m: &mut Machine<P>, s: &mut Scheduler<Ev>, v: u32, w: GuestWork) {
-    let now = s.now();
-    let (h, tr) = split(m);
+    let h = hv(m);
     let vc = &mut h.vcpus[v as usize];
     vc.guest_q.push_back(w);
     if vc.state == VcpuState::Running {
         let p = vc.processor;
-        let pc = &mut h.pcpus[p as usize];
-        if pc.mode == Mode::GuestIdle {
-            set_mode(pc, Mode::Guest, now, tr);
-            guest_next(m, s, p);
+        if h.pcpus[p as usize].mode == Mode::GuestIdle {
+            leave_guest_wfi(m, s, p);
         }
     }
+}
+
+/// A guest idling in WFI in place got something to run: the core leaves WFI
+/// (`idle_exit`, the same wake-up as from Xen's idle loop) and then runs it.
+/// Until then the pCPU stays idle in the guest, and more work just queues.
+fn leave_guest_wfi<P: Parts>(m: &mut Machine<P>, s: &mut Scheduler<Ev>, p: u32) {
+    let now = s.now();
+    let (h, tr) = split(m);
+    let wake = h.c.idle_exit;
+    let pc = &mut h.pcpus[p as usize];
+    if pc.guest_timer.is_some() {
+        return;
+    }
+    if wake == 0 {
+        set_mode(pc, Mode::Guest, now, tr);
+        return guest_next(m, s, p);
+    }
+    pc.guest_end = now + wake;
+    pc.guest_timer = Some(s.timer_after(wake, ev::<P>(HypEv::WfiWake, p)));
 }

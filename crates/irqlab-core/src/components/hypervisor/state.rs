@@ -28,6 +28,9 @@ crate::part_events! {
         SendResched,
         /// The same for an event-check IPI (arg: target pCPU).
         SendKick,
+        /// The core left a guest's WFI (`idle_exit` after the vIRQ or work that
+        /// woke it) and the guest runs (arg: pCPU).
+        WfiWake,
     }
 }
 

@@ -205,3 +205,36 @@ fn the_machines_metrics_describe_the_pcpus() {
         }
     }
 }
+
+#[test]
+fn null_arms_no_slice_timer() {
+    // `null_schedule` sets no next time: a vCPU idling in place on its own pCPU
+    // is never interrupted by the scheduler, where credit2 ends its slice every 10 ms.
+    let (c, _) = m3(&["vcpu_sched.vwfi=native", "vcpu_sched.scheduler=credit2"]);
+    let (n, _) = m3(&["vcpu_sched.vwfi=native", "vcpu_sched.scheduler=null"]);
+    assert!(c["hyp.exits.timer_per_s"] > 0.0, "{c:?}");
+    assert_eq!(n["hyp.exits.timer_per_s"], 0.0);
+}
+
+#[test]
+fn leaving_a_guests_wfi_costs_what_leaving_the_idle_loop_does() {
+    // vwfi = native with direct injection: each completion's vLPI wakes a core
+    // idling in the guest's WFI, once per I/O, so the mean latency carries one
+    // `idle_exit` (1 us) more than with a free wake-up.
+    let base = ["vcpu_sched.vwfi=native", "gic.direct_lpi=true"];
+    let (_, slow) = m3(&[&base[..], &["vcpu_sched.costs.idle_exit=1us"]].concat());
+    let (_, free) = m3(&[&base[..], &["vcpu_sched.costs.idle_exit=0us"]].concat());
+    let d = slow["vblk.clat"].mean - free["vblk.clat"].mean;
+    assert!((800.0..1200.0).contains(&d), "{d} ns");
+}
+
+#[test]
+fn adaptive_sends_a_woken_vcpu_to_its_own_pcpu_first() {
+    // On GICv3 every wake-up runs on pCPU 0 (the LPI target): `runq_tickle` still
+    // tries the vCPU's own pCPU first, so adaptive WFI migrates about as little
+    // as trap does (it sent the vCPU to pCPU 0 first: 3.6x trap's migrations).
+    let (t, _) = m3(&[OVERSUBSCRIBED, &["vcpu_sched.vwfi=trap", "gic.direct_lpi=false"]].concat());
+    let (a, _) = m3(&[OVERSUBSCRIBED, &["vcpu_sched.vwfi=adaptive", "gic.direct_lpi=false"]].concat());
+    let (tm, am) = (t["hyp.migrations_per_s"], a["hyp.migrations_per_s"]);
+    assert!(tm > 0.0 && am < 1.5 * tm, "adaptive {am}/s, trap {tm}/s");
+}
