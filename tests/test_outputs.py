@@ -93,6 +93,41 @@ def test_json_and_trace_to_one_file_are_refused(small, tmp_path):
     assert not out.exists()
 
 
+def test_an_output_that_names_an_input_is_refused_and_the_input_kept(small, tmp_path):
+    """`--json scenario.toml` replaced the scenario with the result, exit 0 (a review)."""
+    import irqlab
+
+    scen = tmp_path / "in.toml"
+    shutil.copy(small, scen)
+    (tmp_path / "link.toml").symlink_to(scen)
+    before = scen.read_bytes()
+    measured = tmp_path / "m.json"
+    measured.write_text(json.dumps({"metrics": {"ns_per_call": 100.0}}))
+    trace = tmp_path / "t.parquet"
+    shutil.copy(irqlab.SCENARIOS_DIR / "traces" / "virtio-disk.parquet", trace)
+    replay = irqlab.SCENARIOS_DIR / "examples" / "replay-disk.toml"
+    for args, flag in [
+        (("run", scen, "--json", scen), "--json"),
+        (("run", scen, "--trace", tmp_path / "link.toml"), "--trace"),
+        (("run", scen, "--set-from", f"{measured}:ns_per_call=source.0.handler", "--json", measured), "--json"),
+        (("sensitivity", scen, "--param", "source.0.rate", "--json", scen), "--json"),
+        (("bench", "--scenario", scen, "--json", scen), "--json"),
+        (("replay", trace, "--scenario", replay, "--json", trace), "--json"),
+    ]:
+        p = run_cli(*args, timeout=120)
+        assert_user_error(p, flag, "is an input of this command")
+    assert scen.read_bytes() == before
+    assert json.loads(measured.read_text()) == {"metrics": {"ns_per_call": 100.0}}
+    assert trace.read_bytes() == (irqlab.SCENARIOS_DIR / "traces" / "virtio-disk.parquet").read_bytes()
+
+
+def test_set_from_names_a_metric_that_is_not_a_number(small, tmp_path):
+    measured = tmp_path / "m.json"
+    measured.write_text(json.dumps({"metrics": {"ns_per_call": "fast", "ops": 3}}))
+    p = run_cli("run", small, "--set-from", f"{measured}:ns_per_call=source.0.handler")
+    assert_user_error(p, "'ns_per_call' is 'fast', expected a number")
+
+
 def test_a_replay_scenario_without_its_trace_is_refused() -> None:
     """It would run and report zeros that look like a result."""
     import irqlab
@@ -136,3 +171,21 @@ def test_an_output_behind_a_directory_it_cannot_search_is_one_line(small, tmp_pa
         cmd = [*nobody, sys.executable, "-m", "irqlab", *map(str, args), str(locked / name)]
         p = subprocess.run(cmd, capture_output=True, text=True, env=env, cwd=tmp_path, timeout=120)
         assert_user_error(p, "cannot reach it", "Permission denied")
+
+
+@pytest.mark.skipif(not os.path.exists("/dev/full"), reason="needs /dev/full")
+def test_a_full_stdout_is_one_line_not_a_traceback(small):
+    """`irqlab run ... > /dev/full` printed a 41-line traceback (a review)."""
+    env = {**os.environ, "CI": "true", "COLUMNS": "200"}
+    for extra in [[], ["--format", "csv"], ["--json", "-"]]:
+        with open("/dev/full", "w") as full:
+            p = subprocess.run(
+                [sys.executable, "-m", "irqlab", "run", str(small), *extra],
+                stdout=full,
+                stderr=subprocess.PIPE,
+                text=True,
+                env=env,
+                timeout=120,
+            )
+        assert p.returncode == 1, p.stderr
+        assert p.stderr.strip().splitlines() == ["error: cannot write the output: No space left on device"], p.stderr

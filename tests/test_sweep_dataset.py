@@ -200,6 +200,11 @@ def test_existing_out_needs_resume(small, tmp_path):
     f.write_bytes(b"PAR1")
     assert_user_error(run_cli("sweep", small, "--grid", "seed=1,2", "--out", f), "exists", "--resume")
     assert f.read_bytes() == b"PAR1" and (d / "notes.txt").read_text() == "mine"
+    # NAME.parquet that is a directory: refused before any run (it was found after the last one).
+    pd = tmp_path / "p.parquet"
+    pd.mkdir()
+    assert_user_error(run_cli("sweep", small, "--grid", "seed=1,2", "--out", pd), "is a directory", "one file")
+    assert list(pd.iterdir()) == [] and not (tmp_path / "p.parquet.parts").exists()
     assert_user_error(run_cli("sweep", small, "--grid", "seed=1,2", "--out", d, "--resume"), "not an irqlab sweep")
     # An empty directory is no result: a sweep may write there.
     empty = tmp_path / "empty"
@@ -319,6 +324,11 @@ def test_query_runs_sql_over_the_results(small, tmp_path):
     assert_user_error(run_cli("query", "select nope from results", out), "nope")
     assert_user_error(run_cli("query", "select 1", tmp_path / "nothere"), "no such file")
     assert_user_error(run_cli("query", "select 1", out, "--format", "json"), "--format")
+    # An empty statement, and a timestamp with a time zone (DuckDB's conversion needs pytz): tracebacks before.
+    assert_user_error(run_cli("query", "  ", out), "no SQL given")
+    p = run_cli("query", "select timestamptz '2026-01-02 03:04:05+00' as t, count(*) as n from results", out)
+    assert_ok(p)
+    assert "2026-01-02 03:04:05" in p.stdout and " 6 " in p.stdout
 
 
 def _patched_run(monkeypatch, behaviour):

@@ -43,10 +43,41 @@ def one_line(msg: str) -> str:
     return " ".join(parts) if parts else "unknown error"
 
 
+#: The files this process read as inputs (resolved paths): no output may replace one.
+_inputs: set[str] = set()
+
+
+def note_input(path: str | os.PathLike[str]) -> None:
+    """Records a file read as input, so that `write_all` and `refuse_input_outputs`
+    can refuse to overwrite it (`--json scenario.toml` replaced the scenario)."""
+    with contextlib.suppress(OSError, ValueError):
+        _inputs.add(os.path.realpath(path))
+
+
+def input_problem(path: str | os.PathLike[str] | None) -> str | None:
+    """Why an output at `path` would destroy an input of this command (None: it would not)."""
+    if path is None or str(path) == "-":
+        return None
+    real = os.path.realpath(path)
+    if real in _inputs and (not os.path.exists(real) or Path(real).is_file()):
+        return "it is an input of this command; expected another file"
+    return None
+
+
+def refuse_input_outputs(**outputs: str | os.PathLike[str] | None) -> None:
+    """Raises UserError, before any work, if an output option names an input
+    file (the scenario, a trace, a --set-from file): `--json=...` as `json`."""
+    for flag, path in outputs.items():
+        why = input_problem(path)
+        if why is not None:
+            raise UserError(f"--{flag.replace('_', '-')} {path}: {why}")
+
+
 def read_scenario(path: str | os.PathLike[str]) -> tuple[str, str]:
     """Return (text, origin) of a scenario file, or raise UserError saying why not."""
     origin = str(path)
     p = Path(path)
+    note_input(p)
     try:
         return p.read_text(encoding="utf-8"), origin
     except FileNotFoundError:
@@ -215,6 +246,9 @@ def write_all(
     for i, a in enumerate(names):
         if any(same_file(a, b) for b in names[i + 1 :]):
             raise UserError(f"{a}: two outputs name this file")
+        # The last guard for a command that did not refuse it up front.
+        if (why := input_problem(a)) is not None:
+            raise UserError(f"{a}: {why}")
     # (The streaming writer synced its file: the core's trace does.)
     streamed = [(_destination(path)[0], tmp, b"", path) for path, tmp in staged]
     written: list[tuple[Path, Path | None, bytes, str | os.PathLike[str]]] = []
@@ -505,6 +539,7 @@ def set_from(specs: Sequence[str] | None) -> list[str]:
     entry and exit."""
     out = []
     for key, metric, path in _set_from_targets(specs):
+        note_input(path)
         try:
             doc = json.loads(Path(path).read_text(encoding="utf-8"))
         except OSError as e:
@@ -512,9 +547,15 @@ def set_from(specs: Sequence[str] | None) -> list[str]:
         except ValueError:
             raise UserError(f"--set-from {path}: not JSON (expected the --json output of an irqlab command)") from None
         metrics = doc.get("metrics") if isinstance(doc, dict) else None
-        if not isinstance(metrics, dict) or not isinstance(metrics.get(metric), (int, float)):
-            known = ", ".join(sorted(metrics)) if isinstance(metrics, dict) else "(no metrics)"
+        value = metrics.get(metric) if isinstance(metrics, dict) else None
+        if not isinstance(value, (int, float)) or isinstance(value, bool):
+            if isinstance(metrics, dict) and metric in metrics:
+                raise UserError(f"--set-from {path}: metric {metric!r} is {value!r}, expected a number")
+            numeric = (
+                [k for k, v in metrics.items() if isinstance(v, (int, float))] if isinstance(metrics, dict) else []
+            )
+            known = ", ".join(sorted(numeric)) or "(no numeric metrics)"
             raise UserError(f"--set-from {path}: no metric {metric!r}; it has: {known}")
-        v = float(metrics[metric])
+        v = float(value)
         out.append(f"{key}={v!r}ns" if metric.startswith("ns_") or metric.endswith("_ns") else f"{key}={v!r}")
     return out

@@ -9,7 +9,10 @@ own module, imported at the bottom so that it registers on `app`."""
 
 from __future__ import annotations
 
+import contextlib
+import errno
 import functools
+import os
 import signal
 import sys
 from collections.abc import Callable
@@ -81,6 +84,9 @@ def output_any(value: Path | None) -> Path | None:
             f"{value}: a sweep writes Parquet: expected a directory (a dataset) or NAME.parquet "
             "(irqlab query --format csv converts it)"
         )
+    if value is not None and value.suffix.lower() == ".parquet" and value.is_dir():
+        # Found after the whole sweep had run, until a review.
+        raise typer.BadParameter(f"{value}: is a directory; NAME.parquet is the one file a sweep writes at its end")
     return _any(value)
 
 
@@ -171,7 +177,27 @@ def main(args: list[str] | None = None) -> None:
     except Terminated as e:
         err.print("error: terminated", markup=False)
         sys.exit(e.code)
+    except OSError as e:
+        # Files are written by `write_all`, whose errors are UserErrors: what is
+        # left is the terminal or a redirection (`> /dev/full`) refusing output.
+        if e.errno not in _OUTPUT_ERRNOS:
+            raise
+        _stdout_gone()
+        err.print(f"error: cannot write the output: {e.strerror or e}", markup=False)
+        sys.exit(1)
     sys.exit(code if isinstance(code, int) else 0)
+
+
+#: Errors of a write that no retry fixes: a full disk or quota, a file too large, an I/O error.
+_OUTPUT_ERRNOS = {errno.ENOSPC, errno.EDQUOT, errno.EFBIG, errno.EIO}
+
+
+def _stdout_gone() -> None:
+    """Points stdout at /dev/null, so that the interpreter's last flush of what
+    is still buffered fails no more (it would print its own message)."""
+    with contextlib.suppress(OSError, ValueError):
+        devnull = os.open(os.devnull, os.O_WRONLY)
+        os.dup2(devnull, sys.stdout.fileno())
 
 
 # The command modules register on `app` when imported; this order is the

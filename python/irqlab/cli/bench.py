@@ -14,7 +14,7 @@ from typing import Annotated
 import typer
 
 from .. import SCENARIOS_DIR, _core
-from .._util import UserError, check_overrides, duration_s, one_line, read_scenario
+from .._util import UserError, check_overrides, duration_s, one_line, read_scenario, refuse_input_outputs
 from ..result import document
 from . import ForceOpt, JsonOpt, SetOpt, app, user_errors
 from .render import emit, err
@@ -61,6 +61,7 @@ def bench(
     peers = [_peer_command(p) for p in peer or []]
     path = scenario if scenario is not None else SCENARIOS_DIR / "bench" / "reference.toml"
     text, origin = read_scenario(path)
+    refuse_input_outputs(json=json_out)
     if scenario is None:
         origin = "bench/reference.toml"
     overrides = check_overrides(set_)

@@ -10,7 +10,16 @@ import typer
 from rich.table import Table
 
 from .. import provenance
-from .._util import UserError, check_overrides, measured_keys, progress, read_scenario, set_from
+from .._util import (
+    UserError,
+    check_overrides,
+    measured_keys,
+    note_input,
+    progress,
+    read_scenario,
+    refuse_input_outputs,
+    set_from,
+)
 from ..result import document
 from . import ForceOpt, JsonOpt, SeedOpt, SetFromOpt, SetOpt, app, check_seed, output_file, user_errors
 from .render import emit, err, out, print_result, to_stdout, write_json
@@ -218,7 +227,9 @@ def replay(
     from ..host import replay as hrep
 
     text, origin = read_scenario(scenario)
+    note_input(trace)
     overrides = set_from(set_from_) + check_overrides(set_)
+    refuse_input_outputs(json=json_out)
     res, warnings = hrep.replay(trace, text, origin, overrides, check_seed(seed), force)
     for w in warnings:
         err.print(f"warning: {w}", markup=False, soft_wrap=True)

@@ -9,7 +9,7 @@ from typing import Annotated
 import typer
 from rich.table import Table
 
-from .._util import UserError, check_overrides, progress, read_scenario
+from .._util import UserError, check_overrides, progress, read_scenario, refuse_input_outputs
 from . import ForceOpt, ScenarioArg, SeedOpt, SetOpt, app, check_seed, check_workers, output_file, user_errors
 from .render import out, to_stdout, write_json
 
@@ -37,6 +37,7 @@ def kvm_order(
         raise UserError(f"--top {top}: expected at least 1")
     check_workers(workers)
     text, origin = read_scenario(scenario)
+    refuse_input_outputs(json=json_out)
     if requests is not None and not requests.strip():
         raise UserError('--requests "": expected request names, comma-separated (e.g. SMI,NMI,PMU,PMI)')
     chosen = requests.split(",") if requests else list(ko.DEFAULT_REQUESTS)

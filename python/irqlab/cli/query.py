@@ -49,6 +49,8 @@ def query(
 
     if format_ not in FORMATS:
         raise UserError(f"--format {format_!r}: expected one of {', '.join(FORMATS)}")
+    if not sql.strip():
+        raise UserError("query: no SQL given; expected a statement such as 'select * from results'")
     source, dataset = results_source(results)
     con = duckdb.connect()
     try:
@@ -60,11 +62,11 @@ def query(
         try:
             # execute, not sql(): it runs the statement once, even one with side effects.
             cur = con.execute(sql)
-            description: list[Any] | None = cur.description
-            if description is None:  # a statement without a result
+            description: list[Any] | None = None if cur is None else cur.description
+            if cur is None or description is None:  # a statement without a result (or only a comment)
                 return
             names = [str(d[0]) for d in description]
-            rows = cur.fetchall()
+            rows = _rows(cur)
         except duckdb.Error as e:
             raise UserError(f"query: {_message(str(e))}") from None
     finally:
@@ -82,6 +84,26 @@ def query(
     for row in rows:
         t.add_row(*(fmt(v) for v in row))
     out.print(t)
+
+
+def _rows(cur: Any) -> list[tuple[Any, ...]]:
+    """The result's rows, through Arrow: DuckDB's own conversion of a timestamp
+    with a time zone (`now()`) needs pytz, which irqlab does not install; Arrow
+    writes such a timestamp as its ISO text."""
+    import warnings
+
+    import pyarrow as pa
+
+    with warnings.catch_warnings():
+        # "Arrow output on a DB-API result makes an extra copy": a sweep's results are small.
+        warnings.simplefilter("ignore", UserWarning)
+        table = cur.to_arrow_table()
+    cols = []
+    for col in table.columns:
+        if pa.types.is_timestamp(col.type) and col.type.tz is not None:
+            col = col.cast(pa.string())
+        cols.append(col.to_pylist())
+    return list(zip(*cols)) if cols else []
 
 
 def _csv(v: Any) -> Any:

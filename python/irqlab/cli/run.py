@@ -20,6 +20,7 @@ from .._util import (
     in_worker,
     measured_keys,
     read_scenario,
+    refuse_input_outputs,
     same_file,
     set_from,
     staged_file,
@@ -113,8 +114,10 @@ def run(
     if json_out is not None and trace_out is not None and same_file(json_out, trace_out):
         raise UserError(f"--json {json_out} and --trace {trace_out} name the same file: expected two files")
     text, origin = read_scenario(scenario)
+    measured = set_from(set_from_)  # reads (and notes) the --set-from files
+    refuse_input_outputs(json=json_out, trace=trace_out)
     sets = variant_overrides(scenario, variant) if variant is not None else []
-    overrides = sets + set_from(set_from_) + check_overrides(set_)
+    overrides = sets + measured + check_overrides(set_)
     s = check_seed(seed)
     # A trace for a file streams into a temp file beside it (memory stays bounded
     # whatever trace.max_events is); for stdout, a FIFO or a device it comes back as bytes.

@@ -11,7 +11,7 @@ from rich import box
 from rich.table import Table
 
 from .. import _core
-from .._util import check_overrides, progress, read_scenario
+from .._util import check_overrides, progress, read_scenario, refuse_input_outputs
 from ..provenance import commit
 from . import ForceOpt, JsonOpt, ScenarioArg, SeedOpt, SetOpt, app, check_seed, check_workers, user_errors
 from .render import fmt, out, to_stdout, write_json
@@ -60,6 +60,7 @@ def sensitivity(
     sets = check_overrides(set_)
     s = check_seed(seed)
     text, origin = read_scenario(scenario)
+    refuse_input_outputs(json=json_out)
     scen = sens.load(text, origin, sets)
     base = FigureRun(Path(origin).stem, origin, text, scen, sets, [], seed=s)
     plan = sens.plan(base, params, factors, force)
