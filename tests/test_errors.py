@@ -43,6 +43,11 @@ CASES = [
     ("directory", lambda s, d: ["run", d], ["directory"]),
     ("set-without-equals", lambda s, d: ["run", s, "--set", "duration"], ["--set", "KEY=VALUE"]),
     ("set-bad-index", lambda s, d: ["run", s, "--set", "source.5.rate=1"], ["source", "no index 5"]),
+    ("set-index-of-absent-list", lambda s, d: ["run", s, "--set", "nvme.5.queues=2"], ["nvme has 0 entries"]),
+    ("time-nan", lambda s, d: ["run", s, "--set", "duration=nan"], ["duration", "expected a finite time"]),
+    ("time-huge", lambda s, d: ["run", s, "--set", "duration=1e308"], ["duration: 1e308:", "unit"]),
+    ("gic-version", lambda s, d: ["run", s, "--set", "gic.version=3"], ["gic.version", '"4.0" or "4.1"']),
+    ("whatif-fractional-cpus", lambda s, d: ["whatif", "--cpus", "1.5"], ["--cpus", "whole CPU counts"]),
     ("malformed-toml", lambda s, d: ["run", write(d, "m.toml", MALFORMED)], ["m.toml:3", "TOML"]),
     ("not-utf8", lambda s, d: ["run", _binary(d)], ["b.toml", "UTF-8"]),
     ("negative-seed", lambda s, d: ["run", s, "--seed", "-1"], ["--seed"]),
@@ -286,3 +291,26 @@ def test_unbounded_work_is_refused_naming_the_key_unless_forced(small, tmp_path)
     p = subprocess.run([*cmd, "--force"], env=env, capture_output=True, text=True)
     assert p.returncode == 0, p.stderr
     assert out.exists()
+
+
+def test_validate_names_a_bad_expect_or_variant_entry(small, tmp_path):
+    """`validate` passed them; `run --variant` then blamed a `--set` nobody typed (a review)."""
+    base = small.read_text()
+    expect = (
+        '\n[[expect]]\nname = "a"\nmetric = "interrupts_per_s"\npublished = 1\ntolerance = 0.1\n'
+        'source = "test"\nkind = "prediction"\n'
+    )
+    cases = [
+        (expect + 'set = ["duration"]\n', ["expect[0].set (a)", "duration: expected key.path=value"]),
+        (expect + 'set = ["bogus=1"]\n', ["expect[0].set (a)", "bogus"]),
+        (expect + 'relative_to = ["source.0.rate=bogus"]\n', ["expect[0].relative_to (a)", "source[0].rate"]),
+        (
+            '\n[variants]\nmetrics = ["interrupts_per_s"]\n[[variants.run]]\nname = "v"\nset = ["duration=5"]\n',
+            ["variants.run[0] (v)", "duration"],
+        ),
+    ]
+    for extra, needles in cases:
+        f = tmp_path / "s.toml"
+        f.write_text(base + extra)
+        line = assert_user_error(run_cli("validate", f), *needles)
+        assert "--set" not in line, line

@@ -78,14 +78,24 @@ def prepare(files: list[Path]) -> list[FigureRun]:
             study = scen.get("variants")
             if not variants and not study:
                 variants[()] = []
+            # Each entry's overrides apply, named by their entry (the core names a bad one
+            # as a `--set` the user never typed).
+            for i, exp in enumerate(scen.get("expect", [])):
+                for field in ("set", "relative_to"):
+                    if exp.get(field) is not None:
+                        try:
+                            _core.load(text, origin, list(exp[field]))
+                        except _core.ScenarioError as e:
+                            why = one_line(str(e)).removeprefix(f"{origin}: ").removeprefix("--set ")
+                            raise UserError(f"{origin}: expect[{i}].{field} ({exp.get('name')}): {why}") from None
             for sets, expects in variants.items():
-                _core.load(text, origin, list(sets))
                 runs.append(FigureRun(f.stem, origin, text, scen, list(sets), expects))
             for i, v in enumerate(study["run"] if study else []):
                 try:
                     _core.load(text, origin, list(v["set"]))
                 except _core.ScenarioError as e:
-                    raise UserError(f"{origin}: variants.run[{i}] ({v['name']}): {one_line(str(e))}") from None
+                    why = one_line(str(e)).removeprefix(f"{origin}: ").removeprefix("--set ")
+                    raise UserError(f"{origin}: variants.run[{i}] ({v['name']}): {why}") from None
                 runs.append(FigureRun(f.stem, origin, text, scen, list(v["set"]), [], variant=v["name"]))
         except _core.ScenarioError as e:
             raise UserError(one_line(str(e))) from None

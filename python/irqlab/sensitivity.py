@@ -66,8 +66,10 @@ def parse_factors(specs: Sequence[str] | None) -> list[float]:
                 f = float(raw)
             except ValueError:
                 f = math.nan
-            if not (math.isfinite(f) and f > 0):
-                raise UserError(f"--factor {raw.strip()!r}: expected a positive finite number, like 0.5 or 2")
+            # Beyond a factor of 1000 either way a cost is no longer a "what if" of the
+            # same machine, and its value would be printed with hundreds of digits.
+            if not (math.isfinite(f) and 1e-3 <= f <= 1e3):
+                raise UserError(f"--factor {raw.strip()!r}: expected a factor from 0.001 to 1000, like 0.5 or 2")
             if f not in out:
                 out.append(f)
     return out

@@ -192,8 +192,14 @@ def validate(scenario: ScenarioArg, set_: SetOpt = None) -> None:
     scen = json.loads(_core.load(text, origin, overrides))
     # What `run` would refuse, `validate` refuses too: the run budget.
     _core.check_budget(text, origin, overrides)
+    # And what `run --variant` and `reproduce` would: each [[expect]] and
+    # [[variants.run]] entry's overrides, named by their entry.
+    from ..reproduce import prepare
+
+    prepare([scenario])
     n = len(scen.get("expect", []))
-    out.print(f"OK {origin}: scenario {scen.get('name')!r}, {n} expectation(s)", markup=False)
+    v = len((scen.get("variants") or {}).get("run", []))
+    out.print(f"OK {origin}: scenario {scen.get('name')!r}, {n} expectation(s), {v} variant(s)", markup=False)
 
 
 @app.command()

@@ -22,7 +22,10 @@ ParamOpt = Annotated[
 ]
 FactorOpt = Annotated[
     list[str] | None,
-    typer.Option("--factor", help="Factors to scale each --param by, comma-separated (default: 0.5,2)."),
+    typer.Option(
+        "--factor",
+        help="Factors to scale each --param by, comma-separated, each from 0.001 to 1000 (default: 0.5,2).",
+    ),
 ]
 MetricOpt = Annotated[
     list[str] | None,

@@ -65,9 +65,10 @@ def whatif(
     if irqs_per_s is not None and irqs_from_host is not None:
         raise UserError("--irqs-per-s and --irqs-from-host: give one or the other")
     irqs = wi.host_irqs_per_s(irqs_from_host) if irqs_from_host is not None else (irqs_per_s or 0.0)
-    counts = [int(c) for c in _floats("--cpus", cpus)]
-    if not counts or any(c < 1 or c > 4096 for c in counts):
-        raise UserError(f"--cpus {cpus!r}: expected CPU counts from 1 to 4096")
+    given = _floats("--cpus", cpus)
+    counts = [int(c) for c in given]
+    if not counts or any(c < 1 or c > 4096 or c != g for c, g in zip(counts, given, strict=True)):
+        raise UserError(f"--cpus {cpus!r}: expected whole CPU counts from 1 to 4096")
     finite = {
         "--exceptions-per-s": exceptions_per_s,
         "--irqs-per-s": irqs,

@@ -20,6 +20,12 @@ pub fn apply(root: &mut toml::Value, spec: &str) -> Result<(), String> {
                     t.insert(k.to_string(), value);
                     return Ok(());
                 }
+                // An index into a list the file does not have: say so, not what
+                // serde would make of the table this would create ("expected a sequence").
+                if let Some(n) = keys.get(i + 1).and_then(|n| n.parse::<usize>().ok()).filter(|_| !t.contains_key(*k)) {
+                    let list = keys[..=i].join(".");
+                    return Err(format!("{list} has 0 entries, no index {n} (the scenario has no [[{list}]])"));
+                }
                 t.entry(k.to_string()).or_insert_with(|| toml::Value::Table(Default::default()))
             }
             toml::Value::Array(a) => {

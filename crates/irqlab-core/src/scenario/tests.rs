@@ -63,6 +63,8 @@ fn overrides_reach_array_elements_and_report_bad_paths() {
     assert_eq!(s.sources[0].cpus, vec![1]);
     assert!(err_of(BASE, &["nokey"]).contains("expected key.path=value"));
     assert!(err_of(BASE, &["source.5.rate=1"]).contains("no index 5"));
+    // A list the scenario does not have at all (it said "nvme: invalid type: map, expected a sequence").
+    assert!(err_of(BASE, &["nvme.5.queues=2"]).contains("nvme has 0 entries, no index 5"));
     assert!(err_of(BASE, &["name.x=1"]).contains("name is a string, not a table"));
     // A bad key or value from --set names the override, not only the file.
     assert!(err_of(BASE, &["nokey=1"]).starts_with("s.toml: --set nokey=1: nokey: unknown field"), "{}", err_of(BASE, &["nokey=1"]));

@@ -49,7 +49,10 @@ impl<'de> Deserialize<'de> for Time {
                 self.visit_i64(v as i64)
             }
             fn visit_f64<E: de::Error>(self, v: f64) -> Result<Time, E> {
-                Err(E::custom(format!("{v}: a time needs a unit, like \"{v}us\"")))
+                if !v.is_finite() {
+                    return Err(E::custom(format!("{v}: expected a finite time with a unit, like \"300ns\"")));
+                }
+                Err(E::custom(format!("{v:?}: a time needs a unit, like \"{v:?}us\"")))
             }
         }
         d.deserialize_any(V)
@@ -108,7 +111,7 @@ impl<'de> Deserialize<'de> for Rate {
                 if v.is_finite() && v >= 0.0 {
                     crate::engine::time::check_rate(v).map(Rate).map_err(E::custom)
                 } else {
-                    Err(E::custom(format!("{v}: expected a non-negative rate per second")))
+                    Err(E::custom(format!("{v:?}: expected a non-negative rate per second")))
                 }
             }
             fn visit_i64<E: de::Error>(self, v: i64) -> Result<Rate, E> {
@@ -195,7 +198,10 @@ impl<'de> Deserialize<'de> for CpuTime {
                 self.visit_i64(v as i64)
             }
             fn visit_f64<E: de::Error>(self, v: f64) -> Result<CpuTime, E> {
-                Err(E::custom(format!("{v}: a cost needs a unit, like \"{v}ns\" or \"{v}cycles\"")))
+                if !v.is_finite() {
+                    return Err(E::custom(format!("{v}: expected a finite cost with a unit, like \"300ns\" or \"46cycles\"")));
+                }
+                Err(E::custom(format!("{v:?}: a cost needs a unit, like \"{v:?}ns\" or \"{v:?}cycles\"")))
             }
         }
         d.deserialize_any(V)

@@ -6,7 +6,7 @@ use crate::scenario::units::Time;
 use schemars::JsonSchema;
 use serde::{Deserialize, Serialize};
 
-#[derive(Clone, Copy, Debug, Deserialize, Serialize, JsonSchema, PartialEq, Eq)]
+#[derive(Clone, Copy, Debug, Serialize, JsonSchema, PartialEq, Eq)]
 pub enum GicVersion {
     /// GICv4.0: a doorbell is (un)masked with an ITS `INV` through a proxy device.
     #[serde(rename = "4.0")]
@@ -14,6 +14,37 @@ pub enum GicVersion {
     /// GICv4.1: the doorbell is requested in the `GICR_VPENDBASER` write at deschedule.
     #[serde(rename = "4.1")]
     V41,
+}
+
+/// `"4.1"` as written, and `4.1` unquoted too (`--set gic.version=4.1` is a
+/// number to TOML: serde's derive said "invalid type: unit variant").
+impl<'de> Deserialize<'de> for GicVersion {
+    fn deserialize<D: serde::Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
+        struct Version;
+        impl serde::de::Visitor<'_> for Version {
+            type Value = GicVersion;
+            fn expecting(&self, f: &mut std::fmt::Formatter) -> std::fmt::Result {
+                f.write_str("\"4.0\" or \"4.1\"")
+            }
+            fn visit_str<E: serde::de::Error>(self, v: &str) -> Result<GicVersion, E> {
+                match v {
+                    "4.0" | "4" => Ok(GicVersion::V40),
+                    "4.1" => Ok(GicVersion::V41),
+                    _ => Err(E::custom(format!("\"{v}\": expected \"4.0\" or \"4.1\""))),
+                }
+            }
+            fn visit_f64<E: serde::de::Error>(self, v: f64) -> Result<GicVersion, E> {
+                self.visit_str(&v.to_string())
+            }
+            fn visit_i64<E: serde::de::Error>(self, v: i64) -> Result<GicVersion, E> {
+                self.visit_str(&v.to_string())
+            }
+            fn visit_u64<E: serde::de::Error>(self, v: u64) -> Result<GicVersion, E> {
+                self.visit_str(&v.to_string())
+            }
+        }
+        d.deserialize_any(Version)
+    }
 }
 
 /// When a non-resident vPE's doorbell is unmasked.

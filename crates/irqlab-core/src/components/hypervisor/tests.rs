@@ -1,5 +1,6 @@
 //! The scheduler's acceptance: WFI policies, credit2 against null, wake-ups.
 
+use crate::components::gicv4::params::GicVersion;
 use crate::run::{run, RunOptions};
 use std::collections::BTreeMap;
 
@@ -146,6 +147,12 @@ fn bad_placements_name_their_key() {
     bad(&["vblk.cpus=[0,8]"], "vblk.cpus[1]");
     bad(&["vblk.numjobs=9"], "vblk.numjobs");
     bad(&["vcpu_sched.vwfi=sometimes"], "vcpu_sched.vwfi");
+    bad(&["gic.version=3"], "expected \"4.0\" or \"4.1\"");
+    // The version as a number (`--set gic.version=4.1` is one to TOML) is the version.
+    for (v, want) in [("4.1", GicVersion::V41), ("\"4.0\"", GicVersion::V40), ("4.0", GicVersion::V40)] {
+        let sc = crate::load(BASE, "m3.toml", &[format!("gic.version={v}")]).expect("a version");
+        assert_eq!(sc.gic.as_ref().map(|g| g.version), Some(want), "{v}");
+    }
     // The core's tasks and sources may not run on the hypervisor's pCPUs.
     let with = |extra: &str, key: &str| {
         let text = format!("{BASE}{extra}").replace("cpus = 8\n[cpu]", "cpus = 10\n[cpu]");

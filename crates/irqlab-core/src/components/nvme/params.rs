@@ -140,7 +140,7 @@ pub fn check(list: &[Nvme], ctx: &Ctx, names: &mut HashSet<String>) -> Check {
         }
         let cv = n.service_cv;
         if !(cv == 0.0 || (0.25..=1.0).contains(&cv)) {
-            return err(format!("{p}.service_cv"), format!("{cv}: expected 0 (fixed), or 0.25 to 1 (1: exponential)"));
+            return err(format!("{p}.service_cv"), format!("{cv:?}: expected 0 (fixed), or 0.25 to 1 (1: exponential)"));
         }
         targets(&p, &n.cpus, None, ctx)?;
         if n.moderation.kind == ModerationKind::Dim {
