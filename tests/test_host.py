@@ -533,3 +533,38 @@ def test_arrivals_match_by_name_or_irq_number_and_skip_incomplete_rows() -> None
     got, busiest = arrivals(table, ["nvme0q1", "36", "236", "nosuch"])
     assert got == {"nvme0q1": [500_000], "36": [500_000, 1_500_000], "236": [3_500_000]}
     assert busiest[0] in ("nvme0q1", "36", "local_timer", "nvme0q9") and len(busiest) == 4
+
+
+@pytest.mark.skipif(
+    not Path(f"/proc/{os.getpid()}/task/{os.getpid()}/children").exists(), reason="needs /proc children"
+)
+def test_a_terminated_measure_kills_its_tasks_and_exits(tmp_path: Path) -> None:
+    """SIGTERM left the parent joining each task for 5 s in turn (hours with
+    4,096 tasks), and tasks stuck behind it (a review)."""
+    n = 48
+    p = start_cli("measure", "sched_yield", "--tasks", n, "--seconds", "60", "--intervals", "1", "--warmup", "0")
+    tasks: list[int] = []
+    try:
+        deadline = time.monotonic() + 60
+        while len(tasks) < n and p.poll() is None and time.monotonic() < deadline:
+            time.sleep(0.05)
+            me = _cmdline(p.pid)
+            tasks = [c for c in _children(p.pid) if me and _cmdline(c) == me]
+        assert len(tasks) == n, "the tasks did not start"
+        p.send_signal(signal.SIGTERM)
+        # Not a benchmark: the old code needed n x 5 s here.
+        _, err = p.communicate(timeout=60)
+    finally:
+        if p.poll() is None:
+            p.kill()
+    assert p.returncode == 143, err
+    assert err.strip().splitlines() == ["error: terminated"], err
+    alive = [t for t in tasks if Path(f"/proc/{t}").exists() and b"zombie" not in _status(t)]
+    assert alive == [], f"tasks left running: {alive}"
+
+
+def _status(pid: int) -> bytes:
+    try:
+        return Path(f"/proc/{pid}/status").read_bytes().lower()
+    except OSError:
+        return b"zombie"  # gone
