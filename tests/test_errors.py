@@ -48,6 +48,12 @@ CASES = [
     ("time-huge", lambda s, d: ["run", s, "--set", "duration=1e308"], ["duration: 1e308:", "unit"]),
     ("gic-version", lambda s, d: ["run", s, "--set", "gic.version=3"], ["gic.version", '"4.0" or "4.1"']),
     ("whatif-fractional-cpus", lambda s, d: ["whatif", "--cpus", "1.5"], ["--cpus", "whole CPU counts"]),
+    (
+        "trace-after-the-run",
+        lambda s, d: ["run", s, "--set", "trace.start=1000s"],
+        ["trace.start", "before the run ends"],
+    ),
+    ("time-below-1ps", lambda s, d: ["run", s, "--set", "source.0.handler=0.0001ps"], ["resolution of 1 ps"]),
     ("malformed-toml", lambda s, d: ["run", write(d, "m.toml", MALFORMED)], ["m.toml:3", "TOML"]),
     ("not-utf8", lambda s, d: ["run", _binary(d)], ["b.toml", "UTF-8"]),
     ("negative-seed", lambda s, d: ["run", s, "--seed", "-1"], ["--seed"]),

@@ -58,6 +58,10 @@ pub fn parse_duration(s: &str) -> Result<Ps, String> {
     if ps > (u64::MAX / 2) as f64 {
         return Err(format!("\"{s}\": too long (at most about 106 days)"));
     }
+    // A time that rounds to nothing is not what was asked for: the clock counts ps.
+    if v > 0.0 && ps.round() == 0.0 {
+        return Err(format!("\"{s}\": below the clock's resolution of 1 ps (0 means none)"));
+    }
     Ok(ps.round() as Ps)
 }
 

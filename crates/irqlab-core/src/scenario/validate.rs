@@ -3,6 +3,7 @@
 //! with its key path.
 
 use super::check::{err, targets, Check, Ctx};
+use super::units::Time;
 use super::{ExceptionKind, ExpectKind, Masking, Scenario};
 use std::collections::HashSet;
 
@@ -189,6 +190,10 @@ pub fn check(s: &Scenario) -> Check {
         if b <= a {
             return err("trace.end", "must be after trace.start");
         }
+    }
+    // A window that starts after the run has nothing in it: an empty trace that looks written.
+    if let Some(a) = start.filter(|&a| a >= s.duration.ps()) {
+        return err("trace.start", format!("{}: must be before the run ends (duration {})", Time(a), s.duration));
     }
     Ok(())
 }

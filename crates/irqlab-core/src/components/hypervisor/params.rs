@@ -151,6 +151,9 @@ impl VcpuSched {
                 return err(format!("{p}.{k}"), "must be at most 1000s");
             }
         }
+        if self.credit_init.ps() == 0 {
+            return err(format!("{p}.credit_init"), "must be above 0 (and at least min_timer)");
+        }
         if self.min_timer.ps() == 0 || self.min_timer > self.credit_init {
             return err(format!("{p}.min_timer"), "must be above 0 and at most credit_init");
         }
