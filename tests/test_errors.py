@@ -297,6 +297,9 @@ def test_unbounded_work_is_refused_naming_the_key_unless_forced(small, tmp_path)
     p = subprocess.run([*cmd, "--force"], env=env, capture_output=True, text=True)
     assert p.returncode == 0, p.stderr
     assert out.exists()
+    # A ceiling that is not a number is refused, not ignored.
+    p = subprocess.run(cmd, env={**env, "IRQLAB_MAX_EVENTS": "abc"}, capture_output=True, text=True)
+    assert_user_error(p, "IRQLAB_MAX_EVENTS=abc", "positive number")
 
 
 def test_validate_names_a_bad_expect_or_variant_entry(small, tmp_path):

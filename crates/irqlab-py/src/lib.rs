@@ -73,11 +73,14 @@ fn within_budget(sc: &irqlab_core::Scenario, origin: &str, trace: bool) -> PyRes
     let ram = irqlab_host::physical_memory() as f64;
     let max_memory = if ram > 0.0 { ram / 2.0 } else { 8e9 };
     // IRQLAB_MAX_EVENTS moves the events ceiling (documented in docs/bad-input.md).
-    let max_events = std::env::var("IRQLAB_MAX_EVENTS")
-        .ok()
-        .and_then(|v| v.trim().parse::<f64>().ok())
-        .filter(|v| *v > 0.0)
-        .unwrap_or(irqlab_core::scenario::budget::MAX_EVENTS);
+    // A value that is not a positive number is refused, not ignored: the user meant a ceiling.
+    let max_events = match std::env::var("IRQLAB_MAX_EVENTS") {
+        Err(_) => irqlab_core::scenario::budget::MAX_EVENTS,
+        Ok(v) => match v.trim().parse::<f64>() {
+            Ok(n) if n > 0.0 && n.is_finite() => n,
+            _ => return Err(ScenarioError::new_err(format!("IRQLAB_MAX_EVENTS={v}: expected a positive number of events, like 5e9"))),
+        },
+    };
     irqlab_core::scenario::budget::check(sc, trace, max_events, max_memory)
         .map_err(|(key, msg)| ScenarioError::new_err(format!("{origin}: {key}: {msg}")))
 }
