@@ -7,6 +7,7 @@ import json
 import mmap
 import os
 import signal
+import subprocess
 import threading
 import time
 from dataclasses import dataclass
@@ -452,15 +453,7 @@ def test_a_measure_task_that_dies_is_one_line_at_once(tmp_path: Path) -> None:
     for its result, then a traceback (queue.Empty)."""
     p = start_cli("measure", "sched_yield", "--tasks", "2", "--seconds", "60", "--intervals", "1", "--warmup", "0")
     try:
-        deadline = time.monotonic() + 60
-        tasks: list[int] = []
-        while len(tasks) < 2 and p.poll() is None and time.monotonic() < deadline:
-            time.sleep(0.05)
-            # The forked tasks run the parent's command line (a resource tracker would not);
-            # read it here, not at once: right after Popen it can still be empty.
-            me = _cmdline(p.pid)
-            tasks = [c for c in _children(p.pid) if me and _cmdline(c) == me]
-        assert len(tasks) == 2, "the tasks did not start"
+        tasks = _started_tasks(p, 2)
         os.kill(tasks[0], signal.SIGKILL)
         _, err = p.communicate(timeout=30)
     finally:
@@ -545,12 +538,7 @@ def test_a_terminated_measure_kills_its_tasks_and_exits(tmp_path: Path) -> None:
     p = start_cli("measure", "sched_yield", "--tasks", n, "--seconds", "60", "--intervals", "1", "--warmup", "0")
     tasks: list[int] = []
     try:
-        deadline = time.monotonic() + 60
-        while len(tasks) < n and p.poll() is None and time.monotonic() < deadline:
-            time.sleep(0.05)
-            me = _cmdline(p.pid)
-            tasks = [c for c in _children(p.pid) if me and _cmdline(c) == me]
-        assert len(tasks) == n, "the tasks did not start"
+        tasks = _started_tasks(p, n)
         p.send_signal(signal.SIGTERM)
         # Not a benchmark: the old code needed n x 5 s here.
         _, err = p.communicate(timeout=60)
@@ -561,6 +549,20 @@ def test_a_terminated_measure_kills_its_tasks_and_exits(tmp_path: Path) -> None:
     assert err.strip().splitlines() == ["error: terminated"], err
     alive = [t for t in tasks if Path(f"/proc/{t}").exists() and b"zombie" not in _status(t)]
     assert alive == [], f"tasks left running: {alive}"
+
+
+def _started_tasks(p: subprocess.Popen[str], n: int) -> list[int]:
+    """The PIDs of `irqlab measure`'s n forked tasks, once all have started."""
+    deadline = time.monotonic() + 60
+    tasks: list[int] = []
+    while len(tasks) < n and p.poll() is None and time.monotonic() < deadline:
+        time.sleep(0.05)
+        # The forked tasks run the parent's command line (a resource tracker would not);
+        # read it here, not at once: right after Popen it can still be empty.
+        me = _cmdline(p.pid)
+        tasks = [c for c in _children(p.pid) if me and _cmdline(c) == me]
+    assert len(tasks) == n, "the tasks did not start"
+    return tasks
 
 
 def _status(pid: int) -> bytes:

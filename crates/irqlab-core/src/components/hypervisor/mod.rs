@@ -127,14 +127,7 @@ impl Component for Hypervisor {
                 let ipi = if e == HypEv::SendResched { HypEv::IpiResched } else { HypEv::IpiKick };
                 s.after(lat, ev::<P>(ipi, p));
             }
-            HypEv::WfiWake => {
-                let now = s.now();
-                let (h, tr) = split(m);
-                let pc = &mut h.pcpus[p as usize];
-                pc.guest_timer = None;
-                set_mode(pc, Mode::Guest, now, tr);
-                guest_next(m, s, p);
-            }
+            HypEv::WfiWake => guest_out_of_wfi(m, s, p),
         }
     }
 
@@ -535,16 +528,25 @@ pub fn guest_work<P: Parts>(m: &mut Machine<P>, s: &mut Scheduler<Ev>, v: u32, w
 /// Until then the pCPU stays idle in the guest, and more work just queues.
 fn leave_guest_wfi<P: Parts>(m: &mut Machine<P>, s: &mut Scheduler<Ev>, p: u32) {
     let now = s.now();
-    let (h, tr) = split(m);
+    let h = hv(m);
     let wake = h.c.idle_exit;
     let pc = &mut h.pcpus[p as usize];
     if pc.guest_timer.is_some() {
         return;
     }
     if wake == 0 {
-        set_mode(pc, Mode::Guest, now, tr);
-        return guest_next(m, s, p);
+        return guest_out_of_wfi(m, s, p);
     }
     pc.guest_end = now + wake;
     pc.guest_timer = Some(s.timer_after(wake, ev::<P>(HypEv::WfiWake, p)));
+}
+
+/// The core is out of the guest's WFI: the guest runs what woke it.
+fn guest_out_of_wfi<P: Parts>(m: &mut Machine<P>, s: &mut Scheduler<Ev>, p: u32) {
+    let now = s.now();
+    let (h, tr) = split(m);
+    let pc = &mut h.pcpus[p as usize];
+    pc.guest_timer = None;
+    set_mode(pc, Mode::Guest, now, tr);
+    guest_next(m, s, p);
 }
