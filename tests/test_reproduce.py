@@ -222,7 +222,7 @@ def test_bundled_figures_count_predictions_apart_from_fits(bundled_report) -> No
     assert studies["m2-policies"]["plot"]["x"] == "spe.requested_mb"
     assert 'alt="m2-policies: spe.elapsed_s against spe.requested_mb"' in page
     runs = {r["name"]: r["values"] for r in studies["m3-scheduling"]["runs"]}
-    assert len(runs) == 20 and all(v["vblk.iops"] > 0 for v in runs.values())
+    assert len(runs) == 22 and all(v["vblk.iops"] > 0 for v in runs.values())
     assert "<h2>Studies</h2>" in page and "4 vCPU/pCPU, adaptive" in page
 
 

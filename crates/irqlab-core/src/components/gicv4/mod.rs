@@ -343,6 +343,10 @@ fn vpendbaser(g: &mut Gic) -> Ps {
 /// `kvm_vgic_vcpu_pending_irq` then does not let the vCPU sleep).
 fn switch_out<P: Parts>(m: &mut Machine<P>, s: &mut Scheduler<Ev>, v: u32) {
     let now = s.now();
+    // Already put (KVM put it at the WFI, then its thread slept): `vgic_v4_put` returns.
+    if !gic(m).vpes[v as usize].resident {
+        return;
+    }
     let vc = &hv(m).vcpus[v as usize];
     let blocked = vc.state == VcpuState::Blocked;
     let pending_last = !vc.virqs.is_empty();
@@ -371,6 +375,10 @@ fn switch_out<P: Parts>(m: &mut Machine<P>, s: &mut Scheduler<Ev>, v: u32) {
 /// the vPE was mapped elsewhere, then Valid=1 and the Dirty poll.
 fn switch_in<P: Parts>(m: &mut Machine<P>, s: &mut Scheduler<Ev>, v: u32) {
     let now = s.now();
+    // `vgic_v4_load` returns for a vPE already resident.
+    if gic(m).vpes[v as usize].resident {
+        return;
+    }
     let p = hv(m).vcpus[v as usize].processor;
     let g = gic(m);
     g.stats.sched_in += 1;

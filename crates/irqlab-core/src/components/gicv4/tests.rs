@@ -64,7 +64,9 @@ fn a_vlpi_that_reaches_a_blocking_vcpu_wakes_it() {
     let slow = ["vcpu_sched.costs.block=\"20us\"", "gic.costs.doorbell_handler=\"20us\""];
     for sets in [
         &["vcpu_sched.pcpus=4", "vcpu_sched.vwfi=adaptive"][..],
-        &["vcpu_sched.pcpus=2", "vcpu_sched.vwfi=kvm"],
+        // KVM without halt polling: with it the put follows the WFI at once (`kvm_vcpu_wfi`),
+        // and a vLPI in between keeps the vCPU from halting at all.
+        &["vcpu_sched.pcpus=2", "vcpu_sched.vwfi=kvm", "vcpu_sched.halt_poll=\"0s\""],
         &["vcpu_sched.pcpus=4", "vcpu_sched.vwfi=adaptive", "gic.version=\"4.0\""],
     ] {
         let sets = [&["gic.direct_lpi=true", "vblk.numjobs=8", "duration=\"500ms\""], &slow[..], sets].concat();

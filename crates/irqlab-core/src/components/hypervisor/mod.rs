@@ -47,6 +47,7 @@ impl Component for Hypervisor {
             migrate_resist: v.migrate_resist.ps(),
             credit_init: v.credit_init.ps(),
             min_timer: v.min_timer.ps(),
+            halt_poll_max: if v.vwfi == Vwfi::Kvm { v.halt_poll.ps() } else { 0 },
         };
         let pcpus = (0..v.pcpus)
             .map(|p| Pcpu {
@@ -66,6 +67,7 @@ impl Component for Hypervisor {
                 time: [0; 4],
                 irqs: 0,
                 virq_time: 0,
+                polling: None,
             })
             .collect();
         let vcpus = (0..v.vcpus)
@@ -82,6 +84,8 @@ impl Component for Hypervisor {
                     cur: None,
                     paused_left: 0,
                     woke_at: None,
+                    halt_poll: 0,
+                    halted_at: None,
                 }
             })
             .collect();
@@ -128,6 +132,15 @@ impl Component for Hypervisor {
                 s.after(lat, ev::<P>(ipi, p));
             }
             HypEv::WfiWake => guest_out_of_wfi(m, s, p),
+            HypEv::PollEnd => {
+                // The window ran out with nothing to wake the vCPU: its thread sleeps.
+                let pc = &mut hv(m).pcpus[p as usize];
+                pc.polling = None;
+                pc.resched = true;
+                if pc.busy.is_none() {
+                    run_hyp(m, s, p);
+                }
+            }
         }
     }
 
@@ -156,6 +169,11 @@ impl Component for Hypervisor {
         r.metric("hyp.migrations_per_s", st.migrations as f64 / secs);
         r.metric("hyp.wakes_per_s", st.wakes as f64 / secs);
         r.metric("hyp.blocks_per_s", st.blocks as f64 / secs);
+        if h.c.halt_poll_max > 0 {
+            // KVM's own counters: halts that polled, and those woken while polling.
+            r.metric("hyp.halt_attempted_poll_per_s", st.halt_polls as f64 / secs);
+            r.metric("hyp.halt_successful_poll_per_s", st.halt_polls_ok as f64 / secs);
+        }
         r.metric("hyp.ipis_per_s", st.ipis as f64 / secs);
         r.histogram("hyp.wake_latency", &st.wake_latency);
         r.metric("hyp.wfi_trapped_alone", st.wfi[1][0] as f64);
@@ -307,6 +325,10 @@ fn run_hyp<P: Parts>(m: &mut Machine<P>, s: &mut Scheduler<Ev>, p: u32) {
         return;
     }
     if pc.resched {
+        // `kvm_vcpu_can_poll`: a task that needs the CPU ends the poll, and the vCPU sleeps.
+        if let Some((_, t)) = pc.polling.take() {
+            s.cancel(t);
+        }
         credit2::schedule(m, s, p);
         return run_hyp(m, s, p);
     }
@@ -342,8 +364,29 @@ fn hyp_done<P: Parts>(m: &mut Machine<P>, s: &mut Scheduler<Ev>, p: u32) {
 /// Nothing left to do in the hypervisor: return to the vCPU, or idle.
 fn resume<P: Parts>(m: &mut Machine<P>, s: &mut Scheduler<Ev>, p: u32) {
     let now = s.now();
-    let (h, tr) = split(m);
+    let h = hv(m);
     let entry = h.c.entry;
+    let pc = &mut h.pcpus[p as usize];
+    if let Some((v, t)) = pc.polling {
+        if h.vcpus[v as usize].state != VcpuState::Running {
+            return; // still halted: the thread polls on
+        }
+        // Woken while polling: no sleep, no switch.
+        s.cancel(t);
+        pc.polling = None;
+    }
+    // KVM: a halt put the vPE, and `kvm_vcpu_wfi` loads it again (`kvm_vgic_load`)
+    // whether the vCPU was switched or not; the load returns for a resident vPE. Its
+    // cost is queued, and the entry follows it.
+    if let Some(v) = pc.cur.filter(|_| h.c.halt_poll_max > 0) {
+        let inn = h.on_switch_in;
+        notify_switch(m, s, inn, v);
+        let (h, _) = split(m);
+        if h.pcpus[p as usize].busy.is_some() {
+            return;
+        }
+    }
+    let (h, tr) = split(m);
     let pc = &mut h.pcpus[p as usize];
     match pc.cur {
         Some(_) => {
@@ -430,13 +473,58 @@ fn guest_wfi<P: Parts>(m: &mut Machine<P>, s: &mut Scheduler<Ev>, p: u32) {
 }
 
 /// `vcpu_block_unless_event_pending`: block, unless a vIRQ arrived meanwhile.
-fn block<P: Parts>(m: &mut Machine<P>, _s: &mut Scheduler<Ev>, p: u32) {
+fn block<P: Parts>(m: &mut Machine<P>, s: &mut Scheduler<Ev>, p: u32) {
     let h = hv(m);
     let v = h.pcpus[p as usize].cur.expect("a trapped WFI is a vCPU's") as usize;
     if h.vcpus[v].virqs.is_empty() && h.vcpus[v].guest_q.is_empty() {
         h.vcpus[v].state = VcpuState::Blocked;
         h.stats.blocks += 1;
+        if h.c.halt_poll_max > 0 {
+            return halt(m, s, p, v as u32);
+        }
         h.pcpus[p as usize].resched = true;
+    }
+}
+
+/// KVM's trapped WFI (`kvm_vcpu_wfi`): `kvm_vgic_put` with the doorbell asked
+/// for (the vPE leaves the redistributor, `IN_WFI`), then `kvm_vcpu_halt`: the
+/// vCPU's thread polls for a wake-up for its window before it sleeps. The
+/// polling pCPU stays in the hypervisor (host kernel time).
+fn halt<P: Parts>(m: &mut Machine<P>, s: &mut Scheduler<Ev>, p: u32, v: u32) {
+    let now = s.now();
+    let h = hv(m);
+    let vc = &mut h.vcpus[v as usize];
+    vc.halted_at = Some(now);
+    let window = vc.halt_poll.min(h.c.halt_poll_max);
+    vc.halt_poll = window;
+    let out = h.on_switch_out;
+    // Polls only while no other task could run here (`single_task_running`).
+    if window == 0 || credit2::others_runnable(h, p) {
+        h.pcpus[p as usize].resched = true;
+    } else {
+        h.stats.halt_polls += 1;
+        let t = s.timer_after(window, ev::<P>(HypEv::PollEnd, p));
+        h.pcpus[p as usize].polling = Some((v, t));
+    }
+    notify_switch(m, s, out, v);
+}
+
+/// The end of vCPU `v`'s halt (it woke): `kvm_vcpu_halt` grows or shrinks the
+/// vCPU's window from how long it was halted (`grow_halt_poll_ns`: ×2, from
+/// 10 µs; `shrink_halt_poll_ns`: ÷2, 0 under 10 µs; `virt/kvm/kvm_main.c`).
+fn halt_ended(h: &mut Hypervisor, v: u32, now: Ps, polled: bool) {
+    const GROW_START: Ps = 10_000_000;
+    let max = h.c.halt_poll_max;
+    let vc = &mut h.vcpus[v as usize];
+    let Some(start) = vc.halted_at.take() else { return };
+    h.stats.halt_polls_ok += polled as u64;
+    let halted = now - start;
+    let w = vc.halt_poll;
+    if halted <= w {
+    } else if w > 0 && halted > max {
+        vc.halt_poll = if w / 2 < GROW_START { 0 } else { w / 2 };
+    } else if w < max && halted < max {
+        vc.halt_poll = (w * 2).max(GROW_START);
     }
 }
 
@@ -452,16 +540,36 @@ pub fn wake<P: Parts>(m: &mut Machine<P>, s: &mut Scheduler<Ev>, v: u32, from: u
     h.stats.wakes += 1;
     let cost = h.c.wake;
     h.pcpus[from as usize].q.push_back(Work { cost, kind: WorkKind::Plain, then: None });
-    // Still current on its pCPU (blocked, not yet switched out): the schedule
-    // due there keeps it (credit2's `unit_wake_running`), no tickle.
     let home = h.vcpus[v as usize].processor;
+    let polled = h.pcpus[home as usize].polling.is_some_and(|(u, _)| u == v);
+    halt_ended(h, v, now, polled);
+    // Still current on its pCPU (blocked, not yet switched out): the schedule
+    // due there keeps it (credit2's `unit_wake_running`), no tickle. A thread
+    // halt-polling there sees it at once (`kvm_vcpu_check_block`), with no IPI.
     if h.pcpus[home as usize].cur == Some(v) {
         h.vcpus[v as usize].state = VcpuState::Running;
+        if polled && home != from && h.pcpus[home as usize].busy.is_none() {
+            run_hyp(m, s, home);
+        }
         return;
     }
     h.vcpus[v as usize].state = VcpuState::Runnable;
     h.runq.push(v);
     credit2::tickle(m, s, v, from);
+    // `kvm_vcpu_can_poll` polls only while `single_task_running()`: a vCPU now
+    // runnable where another's thread polls ends that poll, and it sleeps.
+    let h = hv(m);
+    let vc = &h.vcpus[v as usize];
+    let q = vc.tickled_cpu.unwrap_or(vc.processor);
+    if let Some((_, t)) = h.pcpus[q as usize].polling.filter(|_| credit2::others_runnable(h, q)) {
+        s.cancel(t);
+        let pc = &mut h.pcpus[q as usize];
+        pc.polling = None;
+        pc.resched = true;
+        if pc.busy.is_none() {
+            run_hyp(m, s, q);
+        }
+    }
 }
 
 /// `vcpu_kick` from pCPU `from`: wake a blocked vCPU; make a vCPU running on

@@ -60,6 +60,12 @@ pub struct VcpuSched {
     /// `CSCHED2_MIN_TIMER` (500 µs): the shortest slice.
     #[serde(default = "d_min_timer")]
     pub min_timer: Time,
+    /// With `vwfi = "kvm"`: KVM's `halt_poll_ns`, the longest a halted vCPU's
+    /// thread polls for a wake-up before it sleeps (`KVM_HALT_POLL_NS_DEFAULT`,
+    /// 500 µs on arm64); 0 turns halt polling off. Each vCPU's own window grows
+    /// and shrinks within it (`kvm_vcpu_halt`).
+    #[serde(default = "d_halt_poll")]
+    pub halt_poll: Time,
     #[serde(default)]
     pub costs: SchedCosts,
 }
@@ -99,6 +105,9 @@ fn d_credit() -> Time {
     Time(10_000_000_000)
 }
 fn d_min_timer() -> Time {
+    Time(500_000_000)
+}
+fn d_halt_poll() -> Time {
     Time(500_000_000)
 }
 

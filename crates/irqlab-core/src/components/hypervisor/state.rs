@@ -31,6 +31,8 @@ crate::part_events! {
         /// The core left a guest's WFI (`idle_exit` after the vIRQ or work that
         /// woke it) and the guest runs (arg: pCPU).
         WfiWake,
+        /// A halted vCPU's polling window on this pCPU ran out (arg: pCPU).
+        PollEnd,
     }
 }
 
@@ -140,6 +142,8 @@ pub struct Pcpu {
     pub(crate) irqs: u64,
     /// Guest time spent in vIRQ handlers (each counted whole when it ends).
     pub(crate) virq_time: Ps,
+    /// KVM halt polling: the halted vCPU whose thread polls here, and the end of its window.
+    pub(crate) polling: Option<(u32, TimerHandle)>,
 }
 
 pub struct Vcpu {
@@ -160,6 +164,9 @@ pub struct Vcpu {
     /// Left of the paused item.
     pub(crate) paused_left: Ps,
     pub(crate) woke_at: Option<Ps>,
+    /// KVM: this vCPU's halt-polling window (`vcpu->halt_poll_ns`), and when its halt began.
+    pub(crate) halt_poll: Ps,
+    pub(crate) halted_at: Option<Ps>,
 }
 
 #[derive(Default)]
@@ -170,6 +177,9 @@ pub struct Stats {
     pub migrations: u64,
     pub wakes: u64,
     pub blocks: u64,
+    /// KVM halts that polled: all (`halt_attempted_poll`), and those woken while polling (`halt_successful_poll`).
+    pub halt_polls: u64,
+    pub halt_polls_ok: u64,
     pub ipis: u64,
     /// WFI outcomes: [stayed in the guest, trapped] × [alone on the pCPU, another vCPU runnable there].
     pub wfi: [[u64; 2]; 2],
@@ -213,6 +223,8 @@ pub struct Costs {
     pub migrate_resist: Ps,
     pub credit_init: Ps,
     pub min_timer: Ps,
+    /// KVM's `halt_poll_ns` with `vwfi = "kvm"` (0 otherwise: no halt polling).
+    pub halt_poll_max: Ps,
 }
 
 #[inline]
