@@ -128,6 +128,8 @@ pub struct DmaPath {
     link_msis: Vec<Vec<u32>>,
     /// Links with writes waiting, in round-robin order.
     ready: VecDeque<u32>,
+    /// The cost of the writes waiting (not the one in service), for `backlog`.
+    queued: Ps,
     pub busy_time: Ps,
     pub wait: Latency,
     /// Write intervals `(start, done)`, kept only when auditing.
@@ -142,6 +144,7 @@ impl DmaPath {
             links: Vec::new(),
             link_msis: Vec::new(),
             ready: VecDeque::new(),
+            queued: 0,
             busy_time: 0,
             wait: Latency::default(),
             log: None,
@@ -166,7 +169,14 @@ impl DmaPath {
             self.link_msis[l].push(i);
         }
         self.links[l].push_back((w, cost, now));
+        self.queued += cost;
         None
+    }
+
+    /// The path's work ahead of a write submitted now, all links together, in ps
+    /// (for the trace's backlog counter).
+    pub fn backlog(&self, now: Ps) -> Ps {
+        self.queued + self.busy.map_or(0, |(_, end)| end.saturating_sub(now))
     }
 
     fn start(&mut self, now: Ps, w: Write, cost: Ps, queued: Ps) -> (Write, Ps) {
@@ -186,6 +196,7 @@ impl DmaPath {
         let next = self.ready.pop_front().map(|link| {
             let l = link as usize;
             let (nw, cost, queued) = self.links[l].pop_front().expect("a ready link has a write");
+            self.queued -= cost;
             if let Write::Msi(i) = nw {
                 let msis = &mut self.link_msis[l];
                 let k = msis.iter().position(|&v| v == i).expect("a waiting MSI is listed");

@@ -36,7 +36,12 @@ impl<P: Parts> Machine<P> {
             let track = self.msi_tracks[src.group as usize];
             self.tracer.instant(now, track, "msi", &src.name, Some(flow));
             if let Some(t) = self.backlog_track {
-                self.tracer.counter(now, t, self.fabric.backlog(now) as f64 / 1e3);
+                // A machine with DMA paths sends its MSIs there, not through the fabric.
+                let ahead = match self.paths.get(sk as usize) {
+                    Some(p) => p.backlog(now),
+                    None => self.fabric.backlog(now),
+                };
+                self.tracer.counter(now, t, ahead as f64 / 1e3);
             }
         }
         if let Some(p) = self.paths.get_mut(sk as usize) {

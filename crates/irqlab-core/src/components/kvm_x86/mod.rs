@@ -140,6 +140,8 @@ struct Vcpu {
     guest_timers: [Option<TimerHandle>; 4],
     rng: Rng,
     track: TrackId,
+    /// A phase's slice is open on the track (from the first phase on).
+    traced: bool,
     enters: u64,
     cancels: u64,
     exits: u64,
@@ -253,6 +255,7 @@ impl KvmModel {
                 guest_timers: [None; 4],
                 rng: stream(seed, &format!("kvm/vm{}/vcpu{}", v / k.vcpus, v % k.vcpus)),
                 track: tracer.track(&format!("vm{}.vcpu{}", v / k.vcpus, v % k.vcpus), None),
+                traced: false,
                 enters: 0,
                 cancels: 0,
                 exits: 0,
@@ -327,11 +330,14 @@ impl KvmModel {
     fn begin(&mut self, s: &mut Scheduler<KvmEv>, v: usize, phase: Phase, len: Option<Ps>) {
         let now = s.now();
         let vc = &mut self.vcpus[v];
-        if self.tracer.on() && vc.phase != Phase::Guest {
+        // Each phase ends the last one's slice: a guest slice was left open at its
+        // exit, so they nested thousands deep and lasted to the end of the run.
+        if self.tracer.on() && vc.traced {
             self.tracer.end(now, vc.track);
         }
         vc.phase = phase;
         if self.tracer.on() {
+            vc.traced = true;
             let name = match phase {
                 Phase::Guest => "guest",
                 Phase::Exit => "vm exit",
