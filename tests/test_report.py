@@ -137,3 +137,24 @@ def test_a_ratio_figure_shows_both_runs_tails() -> None:
     [t] = relative_tails([on, off])
     assert t["histogram"] == "vblk.clat"  # not "vblk.clat.p99" (the statistic has a dot)
     assert [(name, h["p99.9"]) for name, h in t["runs"]] == [("x=false", 1000.0), ("x=true", 590.0)]
+
+
+def test_log_axes_label_small_shares_and_short_ranges() -> None:
+    """A review: on a log axis 0.01 % and 0.1 % both read "0%", and a latency
+    axis from 250 to 750 µs had no tick label at all."""
+    from matplotlib.figure import Figure
+
+    from irqlab.cli.summary import human
+    from irqlab.plotting import _percent, log_ticks
+
+    assert [_percent(x) for x in (0.0001, 0.001, 0.1, 1.05, 0.0)] == ["0.01%", "0.1%", "10%", "105%", "0%"]
+    fig = Figure()
+    ax = fig.add_subplot()
+    ax.set_xscale("log")
+    ax.plot([250e-6, 750e-6], [0, 1])
+    log_ticks(ax, 250e-6, 750e-6)
+    fig.canvas.draw()
+    lo, hi = ax.get_xlim()
+    shown = [t for t in ax.get_xticks() if lo <= t <= hi]
+    assert len(shown) >= 2, shown
+    assert human(155316.0, "ns/s") == "155,316 ns/s"

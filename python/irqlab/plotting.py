@@ -17,7 +17,7 @@ from typing import Any
 # so this is safe in CI and from threads.
 from matplotlib.axes import Axes
 from matplotlib.figure import Figure
-from matplotlib.ticker import EngFormatter, PercentFormatter
+from matplotlib.ticker import EngFormatter, FuncFormatter, LogLocator, NullFormatter
 
 from .cli.summary import human, human_rate, sig3, unit_of
 
@@ -109,12 +109,33 @@ def axis_in(ax: Axes, unit: str, which: str = "y", values: Sequence[Any] = ()) -
         scale = _SECONDS[unit]
         axis.set_major_formatter(EngFormatter(unit="s"))
     elif unit == "fraction":
-        axis.set_major_formatter(PercentFormatter(1.0))
+        # Digits as the value needs them: on a log axis 0.01 % and 0.1 % both read "0%".
+        axis.set_major_formatter(FuncFormatter(_percent))
     else:
         top = max(finite, default=math.inf)
-        if (unit in ("IOPS", "/s", "ns/s") and top >= 1e3) or (unit == "" and finite and top >= 1e4):
+        # Any rate (ops/s, IOPS): 2 M, not 2 with a "1e6" above the axis.
+        rate = unit in ("IOPS", "ns/s") or (unit.endswith("/s") and not unit.startswith("Gbit"))
+        if (rate and top >= 1e3) or (unit == "" and finite and top >= 1e4):
             axis.set_major_formatter(EngFormatter())
     return scale
+
+
+def _percent(x: float, _pos: object = None) -> str:
+    pct = x * 100
+    if pct == 0 or abs(pct) >= 10:
+        return f"{pct:.0f}%"
+    return f"{pct:.2g}%"
+
+
+def log_ticks(ax: Axes, lo: float, hi: float, which: str = "x") -> None:
+    """Major ticks on a log axis that spans `lo`..`hi`: under a few decades the
+    decades alone leave one tick, or none (a 250-750 µs latency had no label)."""
+    axis = ax.xaxis if which == "x" else ax.yaxis
+    if lo > 0 and hi / lo < 30:
+        axis.set_major_locator(LogLocator(base=10, subs=(1.0, 2.0, 3.0, 5.0, 7.0)))
+    elif lo > 0 and hi / lo < 1000:
+        axis.set_major_locator(LogLocator(base=10, subs=(1.0, 2.0, 5.0)))
+    axis.set_minor_formatter(NullFormatter())
 
 
 # -- page pieces -------------------------------------------------------------

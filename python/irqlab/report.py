@@ -16,7 +16,7 @@ from matplotlib.figure import Figure
 from matplotlib.ticker import EngFormatter, MaxNLocator, NullFormatter
 
 from .cli.summary import unit_of
-from .plotting import COLORS, axis_in, img, metric_unit, number, page, table, value_text
+from .plotting import COLORS, axis_in, img, log_ticks, metric_unit, number, page, table, value_text
 from .report_mechanisms import figure_runs, mechanism_section
 from .reproduce import FigureRun, verdict
 from .sensitivity import shown, tornado
@@ -260,7 +260,13 @@ def policy_plots(st: dict[str, Any], runs: Sequence[FigureRun]) -> list[str]:
                 if v is not None:
                     ax.annotate(f" {value_text(v, unit)}", (v * scale, y), va="center", fontsize=7)
             positive = [v * scale for v in vals if v is not None and v > 0]
-            if positive and max(positive) > 100 * min(positive):
+            log = bool(positive) and max(positive) > 100 * min(positive)
+            if log:
+                # A 0 has no place on a log axis: its label goes at the axis' start.
+                for y, v in zip(ys, vals):
+                    if v is not None and v <= 0:
+                        ax.annotate(f" {value_text(v, unit)}", (min(positive) / 2, y), va="center", fontsize=7)
+            if log:
                 # Over two decades (a 0.1 s run beside a 20-minute one) a linear axis hides the small ones.
                 ax.set_xscale("log")
                 axis_in(ax, unit, "x", vals)  # the log scale replaced the unit's tick labels
@@ -286,16 +292,18 @@ def percentile_plot(scenario: str, hist: str, results: Sequence[tuple[str, dict[
     fig = Figure(figsize=(7.0, 3.6))
     ax = fig.add_subplot()
     nines = [-math.log10(1 - p) for _, p in PERCENTILES]
+    xs: list[float] = []
     for i, (name, res) in enumerate(results):
         h = (res or {}).get("histograms", {}).get(hist) or {}
         pts = [(float(h[k]), y) for (k, _), y in zip(PERCENTILES, nines) if isinstance(h.get(k), (int, float))]
         pts = [(x * 1e-9, y) for x, y in pts if x > 0]  # ns -> s
         if pts and h.get("count"):
+            xs += [x for x, _ in pts]
             ax.plot([x for x, _ in pts], [y for _, y in pts], "o-", color=COLORS[i % len(COLORS)], label=name)
     ax.set_xscale("log")
     ax.xaxis.set_major_formatter(EngFormatter(unit="s"))
-    # Under a decade the log axis labels its minor ticks (2e-3, 3e-3...) over each other.
-    ax.xaxis.set_minor_formatter(NullFormatter())
+    if xs:
+        log_ticks(ax, min(xs), max(xs))
     ax.set_yticks(nines, [k for k, _ in PERCENTILES])
     ax.set_xlabel(f"{hist} (log scale)")
     ax.set_ylabel("percentile")
@@ -432,7 +440,8 @@ def trace_section(traces: Sequence[dict[str, Any]]) -> list[str]:
         )
     return [
         "<h2>Perfetto traces</h2>",
-        '<p class="note">A trace of each figure\'s base run (the file as is, else its first variant), at most '
+        '<p class="note">A trace of one run of each figure (the file as is if it runs so, else the first run '
+        "it makes: the run column says which), at most "
         "the number of events shown. Download one and open it in ui.perfetto.dev (&ldquo;Open trace "
         "file&rdquo;): nothing is uploaded, the UI reads the file in the browser.</p>",
         table(["figure", "trace", "run", "size", "events at most"], rows, left=(0, 1, 2)),

@@ -137,7 +137,7 @@ def human(v: Any, unit: str, micro: str = "µ") -> str:
     if unit == "Gbit/s":
         return f"{sig3(x)} Gbit/s" if abs(x) >= 1 or x == 0 else f"{sig3(x * 1e3)} Mbit/s"
     if unit in ("MB", "MHz", "ns/s"):
-        return f"{sig3(x)} {unit}"
+        return f"{x:,.0f} {unit}" if abs(x) >= 1000 else f"{sig3(x)} {unit}"
     return fmt(v)
 
 
