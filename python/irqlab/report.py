@@ -18,7 +18,7 @@ from matplotlib.ticker import EngFormatter, MaxNLocator, NullFormatter
 from .cli.summary import unit_of
 from .plotting import COLORS, axis_in, img, log_ticks, metric_unit, number, page, table, value_text
 from .report_mechanisms import figure_runs, mechanism_section
-from .reproduce import FigureRun, verdict
+from .reproduce import LOOSE, FigureRun, verdict
 from .sensitivity import shown, tornado
 
 MAX_SERIES_PER_RUN = 12  # a page of 50 panels helps nobody; the JSON has the rest
@@ -128,7 +128,8 @@ def figure_table(rows: Sequence[dict[str, Any]], traces: dict[str, str]) -> str:
             f'<tr class="{"pass" if ok else "fail"}">'
             f'<td class="l">{name}</td><td class="l">{_kind(r)}</td>'
             f'<td class="l">{scen}</td><td class="l"><code>{_breakable(r["metric"])}</code></td>'
-            f"<td>{_as_published(r['published'], r['unit'])}</td><td>{number(r['simulated'], r['unit'])}</td>"
+            f"<td>{_as_published(r['published'], r['unit'], r['tolerance'])}</td>"
+            f"<td>{number(r['simulated'], r['unit'])}</td>"
             f'<td>{err}</td><td>&plusmn;{tol}</td><td class="v">{verdict(r)}</td>'
             f'<td class="l src">{escape(r["source"])}</td></tr>'
         )
@@ -136,9 +137,13 @@ def figure_table(rows: Sequence[dict[str, Any]], traces: dict[str, str]) -> str:
     return "\n".join(out)
 
 
-def _as_published(x: float, unit: str) -> str:
+def _as_published(x: float, unit: str, tolerance: float = 0.0) -> str:
     """A published value with the digits it was published with (178.4, not
-    178): the reader compares it with the paper."""
+    178): the reader compares it with the paper. A loose tolerance stands for a
+    published range or bound, and shows as one ("≤ 500 ms", not "250 ms")."""
+    if tolerance >= LOOSE and x > 0 and math.isfinite(x):
+        lo, hi = x * (1 - tolerance), x * (1 + tolerance)
+        return f"&le; {number(hi, unit)}" if lo <= 0 else f"{number(lo, unit)} &ndash; {number(hi, unit)}"
     shown = number(x, unit)
     digits = len(Decimal(repr(float(x))).normalize().as_tuple().digits)
     if digits <= 3 or not math.isfinite(x):  # the shown value already has them all
