@@ -90,7 +90,7 @@ def profile_scenario(base: Base, p: Profile, cpus: int, masking: str) -> dict[st
         raise UserError("--exceptions-per-s: expected a rate above 0")
     if busy >= 1e9:
         raise UserError(
-            f"--exceptions-per-s and --irqs-per-s need {busy / 1e7:.3g}% of a CPU for exceptions and "
+            f"the profile (--exceptions-per-s, --irqs-per-s) needs {busy / 1e7:.3g}% of a CPU for exceptions and "
             f"interrupts alone ({exc_ns:.1f} ns per exception, {base.irq_ns(p.irq_handler_ns):.1f} ns per "
             "interrupt): expected less than 100%"
         )

@@ -327,8 +327,10 @@ def summary_rows(result: dict[str, Any], micro: str = "µ") -> list[Row]:
         add("busy share", human_share(float(m["busy_share"])), "busy_share")
     hist_shown: set[str] = set()
     for key, h, n in _latency_hists(result, firsts):
-        # irq latency, virq latency, op latency; a device's or a mechanism's: latency.
-        label = key.replace("_", " ") if "." not in key and key.endswith("_latency") else "latency"
+        # irq latency, op latency; a device's: latency; a mechanism's by its own
+        # name (vblk.clat: clat, hyp.wake_latency: wake latency; two read "latency").
+        last = key.rsplit(".", 1)[-1]
+        label = last.replace("_", " ") if last.endswith(("_latency", "clat")) else "latency"
         add(label, _latency_value(h, micro), key + (f" (worst p99 of {n})" if n > 1 else ""))
         hist_shown.update(f"{key}.{p}" for p in SUMMARY_PCTS)
     # The metrics the scenario's figures and studies are about.
