@@ -144,6 +144,8 @@ pub struct Pcpu {
     pub(crate) virq_time: Ps,
     /// KVM halt polling: the halted vCPU whose thread polls here, and the end of its window.
     pub(crate) polling: Option<(u32, TimerHandle)>,
+    /// Why the pCPU last entered the hypervisor (an `EXITS` name, "" for its own work): its slice's name.
+    pub(crate) hyp_why: &'static str,
 }
 
 pub struct Vcpu {
@@ -259,7 +261,8 @@ pub(crate) fn set_mode(c: &mut Pcpu, mode: Mode, now: Ps, tr: &mut Tracer) {
         let v = c.cur.map(|v| v as i64).unwrap_or(-1);
         match mode {
             Mode::Idle => {}
-            Mode::Hyp => tr.begin(now, c.track, "hyp", "hypervisor", None),
+            Mode::Hyp if c.hyp_why.is_empty() => tr.begin(now, c.track, "hyp", "hypervisor", None),
+            Mode::Hyp => tr.begin(now, c.track, "hyp", &format!("hypervisor: {}", c.hyp_why), None),
             Mode::Guest => tr.begin(now, c.track, "guest", &format!("vcpu{v}"), None),
             Mode::GuestIdle => tr.begin(now, c.track, "guest", &format!("vcpu{v} wfi"), None),
         }
