@@ -64,3 +64,16 @@ def start_cli(*args: object, stdout: int = subprocess.PIPE) -> subprocess.Popen[
         text=True,
         preexec_fn=_sigint_default,
     )
+
+
+def assert_terminates(p: subprocess.Popen[str]) -> None:
+    """SIGTERM ends a running `irqlab` as documented: one `error: terminated`
+    line and exit 143 within a minute (killed if it does not, so no test hangs)."""
+    p.send_signal(signal.SIGTERM)
+    try:
+        _, err = p.communicate(timeout=60)
+    finally:
+        if p.poll() is None:
+            p.kill()
+    assert p.returncode == 143, err
+    assert err.strip().splitlines() == ["error: terminated"], err

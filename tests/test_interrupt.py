@@ -11,7 +11,7 @@ from pathlib import Path
 
 import pytest
 
-from helpers import start_cli
+from helpers import assert_terminates, start_cli
 
 LONG = """
 name = "long"
@@ -130,13 +130,10 @@ def test_sigterm_stops_a_recording_as_documented_and_removes_its_instance(tmp_pa
             _, err = p.communicate()
             pytest.skip(f"record could not start here: {err.strip()}")
         assert instance.exists(), "no tracefs instance after 60 s"
-        p.send_signal(signal.SIGTERM)
-        _, err = p.communicate(timeout=60)
-    finally:
-        if p.poll() is None:
-            p.kill()
-    assert p.returncode == 143, err
-    assert err.strip().splitlines() == ["error: terminated"], err
+    except BaseException:
+        p.kill()
+        raise
+    assert_terminates(p)
     assert not instance.exists() and not out.exists()
     assert not list(tmp_path.iterdir()), "a stopped recording left a file"
 
