@@ -133,15 +133,8 @@ impl Component for Hypervisor {
                 s.after(lat, ev::<P>(ipi, p));
             }
             HypEv::WfiWake => guest_out_of_wfi(m, s, p),
-            HypEv::PollEnd => {
-                // The window ran out with nothing to wake the vCPU: its thread sleeps.
-                let pc = &mut hv(m).pcpus[p as usize];
-                pc.polling = None;
-                pc.resched = true;
-                if pc.busy.is_none() {
-                    run_hyp(m, s, p);
-                }
-            }
+            // The window ran out with nothing to wake the vCPU.
+            HypEv::PollEnd => poll_gives_way(m, s, p),
         }
     }
 
@@ -527,13 +520,13 @@ fn halt_ended(h: &mut Hypervisor, v: u32, now: Ps, polled: bool) {
     let vc = &mut h.vcpus[v as usize];
     let Some(start) = vc.halted_at.take() else { return };
     h.stats.halt_polls_ok += polled as u64;
-    let halted = now - start;
-    let w = vc.halt_poll;
-    if halted <= w {
-    } else if w > 0 && halted > max {
-        vc.halt_poll = if w / 2 < GROW_START { 0 } else { w / 2 };
-    } else if w < max && halted < max {
-        vc.halt_poll = (w * 2).max(GROW_START);
+    let (halted, w) = (now - start, vc.halt_poll);
+    if halted > w {
+        if w > 0 && halted > max {
+            vc.halt_poll = if w / 2 < GROW_START { 0 } else { w / 2 };
+        } else if w < max && halted < max {
+            vc.halt_poll = (w * 2).max(GROW_START);
+        }
     }
 }
 
@@ -572,12 +565,18 @@ pub fn wake<P: Parts>(m: &mut Machine<P>, s: &mut Scheduler<Ev>, v: u32, from: u
     let q = vc.tickled_cpu.unwrap_or(vc.processor);
     if let Some((_, t)) = h.pcpus[q as usize].polling.filter(|_| credit2::others_runnable(h, q)) {
         s.cancel(t);
-        let pc = &mut h.pcpus[q as usize];
-        pc.polling = None;
-        pc.resched = true;
-        if pc.busy.is_none() {
-            run_hyp(m, s, q);
-        }
+        poll_gives_way(m, s, q);
+    }
+}
+
+/// A halt-polling thread on pCPU `p` stops (its window ran out, or another task
+/// needs the CPU): the vCPU sleeps, and `p` schedules.
+fn poll_gives_way<P: Parts>(m: &mut Machine<P>, s: &mut Scheduler<Ev>, p: u32) {
+    let pc = &mut hv(m).pcpus[p as usize];
+    pc.polling = None;
+    pc.resched = true;
+    if pc.busy.is_none() {
+        run_hyp(m, s, p);
     }
 }
 
