@@ -218,6 +218,7 @@ def test_bundled_figures_count_predictions_apart_from_fits(bundled_report) -> No
     ) in " ".join(p.stdout.split())
     page = (out / "index.html").read_text()
     assert "fit: fabric.msi_write, fabric.dma_write" in page
+    assert f"(commit {doc['provenance']['commit']})" in page  # a page pasted alone says what made it
     # The studies (runs without a published figure) are in the report and the JSON.
     studies = {s["scenario"]: s for s in doc["studies"]}
     assert {"m3-xen-fio", "m3-scheduling", "m2-policies"} <= set(studies)

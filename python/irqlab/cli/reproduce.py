@@ -67,8 +67,10 @@ def reproduce(
         for r in runs
         if r.trace is not None
     ]
-    page = report.render(rows, runs, _core.__version__, studies, sensitivity, traces)
     made_by = {"irqlab": _core.__version__, "commit": commit()}
+    # The page names the commit too, as figures.json does: a report pasted alone says what made it.
+    version = f"{_core.__version__} (commit {made_by['commit']})"
+    page = report.render(rows, runs, version, studies, sensitivity, traces)
     doc = dump(
         {
             "figures": rows,
