@@ -113,7 +113,11 @@ def test_counter_tracks_carry_values(trace):
         ("figures/m5-nvme-8ssd.toml", ["duration=3ms", "warmup=1ms", "trace.max_events=20000"], ["hardirq"]),
         ("examples/m1-backtrace.toml", ["warmup=19ms", "duration=31ms"], ["hardirq"]),
         # A pCPU's hypervisor slice says what brought it in (it read "hypervisor" alone).
-        ("figures/m3-xen-fio.toml", ["duration=50ms", "warmup=10ms"], ["hypervisor: lpi", "hypervisor: wfi", "vcpu"]),
+        (
+            "figures/m3-xen-fio.toml",
+            ["duration=50ms", "warmup=10ms"],
+            ["hypervisor: lpi", "hypervisor: wfi", "vcpu", "virq handler"],
+        ),
     ],
 )
 def test_mechanism_traces_decode_and_balance(scenario, sets, expect, tmp_path):

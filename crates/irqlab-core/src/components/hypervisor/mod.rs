@@ -402,7 +402,7 @@ fn resume<P: Parts>(m: &mut Machine<P>, s: &mut Scheduler<Ev>, p: u32) {
 /// The guest's next item on pCPU `p`: a paused one, a pending vIRQ's handler, its own work, or WFI.
 fn guest_next<P: Parts>(m: &mut Machine<P>, s: &mut Scheduler<Ev>, p: u32) {
     let now = s.now();
-    let h = hv(m);
+    let (h, tr) = split(m);
     let v = h.pcpus[p as usize].cur.expect("the guest runs a vCPU") as usize;
     let vc = &mut h.vcpus[v];
     // A vIRQ pending at entry is taken before the guest's paused work goes on.
@@ -423,6 +423,10 @@ fn guest_next<P: Parts>(m: &mut Machine<P>, s: &mut Scheduler<Ev>, p: u32) {
             match next {
                 Some((w, irq)) => {
                     vc.cur = Some((w, irq));
+                    // The guest's handler starts: marked inside the vCPU's slice.
+                    if irq && tr.on() {
+                        tr.instant(now, h.pcpus[p as usize].track, "guest", "vIRQ handler", None);
+                    }
                     w.cost
                 }
                 None => return guest_wfi(m, s, p),
