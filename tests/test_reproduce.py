@@ -219,6 +219,8 @@ def test_bundled_figures_count_predictions_apart_from_fits(bundled_report) -> No
     page = (out / "index.html").read_text()
     assert "fit: fabric.msi_write, fabric.dma_write" in page
     assert f"(commit {doc['provenance']['commit']})" in page  # a page pasted alone says what made it
+    # What a series' point is, and that GSIM's own timer is among the interrupts (a review).
+    assert "over one sample interval" in page and "interrupts (devices and GSIM's timer)" in page
     # The studies (runs without a published figure) are in the report and the JSON.
     studies = {s["scenario"]: s for s in doc["studies"]}
     assert {"m3-xen-fio", "m3-scheduling", "m2-policies"} <= set(studies)

@@ -13,7 +13,7 @@ from html import escape
 from typing import Any
 
 from matplotlib.figure import Figure
-from matplotlib.ticker import EngFormatter, MaxNLocator, NullFormatter
+from matplotlib.ticker import EngFormatter, FuncFormatter, MaxNLocator, NullFormatter
 
 from .cli.summary import unit_of
 from .plotting import COLORS, axis_in, img, log_ticks, metric_unit, number, page, table, value_text
@@ -204,18 +204,33 @@ def study_plot(st: dict[str, Any]) -> str:
         if x is not None and y is not None:
             groups.setdefault(r.get("group") or r["name"], []).append((x, y))
     # Single runs (a lone per-CPU or switch-rate point) are in the table; lines need two points.
-    for g, pts in groups.items():
-        if len(pts) < 2:
-            continue
-        pts.sort()
-        ax.plot([p[0] for p in pts], [p[1] for p in pts], marker="o", label=g)
-    if pl.get("log_x"):
-        ax.set_xscale("log")
-    if pl.get("log_y"):
-        ax.set_yscale("log")
-    ax.set_xlabel(pl["x"])
-    ax.set_ylabel(pl["y"])
-    ax.set_title(st["scenario"])
+    # Markers and dashes differ per line, so that one lying on another still shows.
+    drawn = [(g, sorted(pts)) for g, pts in groups.items() if len(pts) >= 2]
+    for i, (g, pts) in enumerate(drawn):
+        ax.plot(
+            [p[0] for p in pts],
+            [p[1] for p in pts],
+            marker="osD^v<>"[i % 7],
+            linestyle=("-", "--", ":", "-.")[i % 4],
+            markersize=7 - (i % 3),
+            label=g,
+        )
+    for which, key in (("x", pl["x"]), ("y", pl["y"])):
+        unit = unit_of(key)
+        vals = [p[0 if which == "x" else 1] for _, pts in drawn for p in pts]
+        if pl.get(f"log_{which}"):
+            (ax.set_xscale if which == "x" else ax.set_yscale)("log")
+            if vals and min(vals) > 0:
+                log_ticks(ax, min(vals), max(vals), which)
+        axis_in(ax, unit, which, vals)
+        axis = ax.xaxis if which == "x" else ax.yaxis
+        if pl.get(f"log_{which}") and unit in ("", "MB", "MHz"):
+            # A log axis labels only its decades (10^1) unless told: 5, 10, 20, 50...
+            axis.set_major_formatter(FuncFormatter(lambda v, _pos: f"{v:g}"))
+        # Times and shares carry their unit on the ticks (10 ms, 5 %); the rest on the label.
+        label = key if unit in ("", "fraction", "ps", "ns", "us", "µs", "ms", "s") else f"{key} ({unit})"
+        (ax.set_xlabel if which == "x" else ax.set_ylabel)(label)
+    ax.set_title(f"{st['scenario']}: {pl['y']} against {pl['x']}", fontsize=10)
     ax.grid(True, alpha=0.3)
     ax.legend(fontsize=7)
     return img(fig, f"{st['scenario']}: {pl['y']} against {pl['x']}")
@@ -501,7 +516,12 @@ def render(
         out.extend(trace_section(traces))
     series = [(stem, rs, series_plot(stem, rs)) for stem, rs in figure_runs(runs).items()]
     if any(p for *_, p in series):
-        out.append("<h2>Time series</h2>")
+        out.append(
+            "<h2>Time series</h2>"
+            '<p class="note">Each point is a rate or share over one sample interval (a hundredth of the '
+            "measured window unless a scenario sets <code>stats.series_interval</code>); time counts from the "
+            "run's start, so the axis begins where the warm-up ends.</p>"
+        )
         for stem, rs, plot in series:
             if plot:
                 # The plot's legend names each line by its overrides; here, each run in full.
