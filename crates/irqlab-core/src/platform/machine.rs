@@ -221,9 +221,12 @@ impl<P: Parts> Machine<P> {
                 vcpu_of[p as usize] = Some((v as u32, i as u32));
             }
         }
+        // A CPU that a hypervisor runs guests on is a pCPU, and its track says so.
+        let hyp_pcpus = sc.vcpu_sched.as_ref().map_or(0, |v| v.pcpus);
         let mut cpus: Vec<Cpu> = (0..sc.platform.cpus)
             .map(|i| {
-                let t = tracer.track(&format!("cpu{i}"), None);
+                let pcpu = i < hyp_pcpus || vcpu_of[i as usize].is_some();
+                let t = tracer.track(&format!("{}cpu{i}", if pcpu { "p" } else { "" }), None);
                 let vt = match vcpu_of[i as usize] {
                     Some((v, j)) => tracer.track(&format!("{}.vcpu{j}", sc.vms[v as usize].name), Some(t)),
                     None => t,
