@@ -58,8 +58,9 @@ def input_problem(path: str | os.PathLike[str] | None) -> str | None:
     """Why an output at `path` would destroy an input of this command (None: it would not)."""
     if path is None or str(path) == "-":
         return None
+    # (A FIFO or device read as input is written through, not replaced.)
     real = os.path.realpath(path)
-    if real in _inputs and (not os.path.exists(real) or Path(real).is_file()):
+    if real in _inputs and Path(real).is_file():
         return "it is an input of this command; expected another file"
     return None
 
@@ -547,14 +548,14 @@ def set_from(specs: Sequence[str] | None) -> list[str]:
         except ValueError:
             raise UserError(f"--set-from {path}: not JSON (expected the --json output of an irqlab command)") from None
         metrics = doc.get("metrics") if isinstance(doc, dict) else None
-        value = metrics.get(metric) if isinstance(metrics, dict) else None
+        if not isinstance(metrics, dict):
+            metrics = {}
+        value = metrics.get(metric)
         if not isinstance(value, (int, float)) or isinstance(value, bool):
-            if isinstance(metrics, dict) and metric in metrics:
+            if metric in metrics:
                 raise UserError(f"--set-from {path}: metric {metric!r} is {value!r}, expected a number")
-            numeric = (
-                [k for k, v in metrics.items() if isinstance(v, (int, float))] if isinstance(metrics, dict) else []
-            )
-            known = ", ".join(sorted(numeric)) or "(no numeric metrics)"
+            numeric = sorted(k for k, v in metrics.items() if isinstance(v, (int, float)))
+            known = ", ".join(numeric) or "(no numeric metrics)"
             raise UserError(f"--set-from {path}: no metric {metric!r}; it has: {known}")
         v = float(value)
         out.append(f"{key}={v!r}ns" if metric.startswith("ns_") or metric.endswith("_ns") else f"{key}={v!r}")

@@ -383,8 +383,7 @@ fn resume<P: Parts>(m: &mut Machine<P>, s: &mut Scheduler<Ev>, p: u32) {
     if let Some(v) = pc.cur.filter(|_| h.c.halt_poll_max > 0) {
         let inn = h.on_switch_in;
         notify_switch(m, s, inn, v);
-        let (h, _) = split(m);
-        if h.pcpus[p as usize].busy.is_some() {
+        if hv(m).pcpus[p as usize].busy.is_some() {
             return;
         }
     }
