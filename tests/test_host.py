@@ -527,6 +527,20 @@ def test_arrivals_match_by_name_or_irq_number_and_skip_incomplete_rows() -> None
     assert got == {"nvme0q1": [500_000], "36": [500_000, 1_500_000], "236": [3_500_000]}
     assert busiest[0] in ("nvme0q1", "36", "local_timer", "nvme0q9") and len(busiest) == 4
 
+    # An empty name is no name, and entries with neither are said to be there
+    # (the message read "the trace has: no interrupts" beside 2 entries).
+    bare = pa.table(
+        {
+            "time": pa.array([1_000, 2_000, 3_000], pa.int64()),
+            "irq": pa.array([None, None, 7], pa.int32()),
+            "name": pa.array(["", None, ""], pa.string()),
+            "event": pa.array(["entry"] * 3, pa.string()),
+        }
+    )
+    got, busiest = arrivals(bare, ["7"])
+    assert got == {"7": [2_000_000]}
+    assert busiest == ["(entries with no name or IRQ number)", "7"]
+
 
 @pytest.mark.skipif(
     not Path(f"/proc/{os.getpid()}/task/{os.getpid()}/children").exists(), reason="needs /proc children"

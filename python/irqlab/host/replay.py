@@ -72,7 +72,9 @@ def arrivals(table: Any, keys: Sequence[str], where: Path | str = "trace") -> tu
         return pc.filter(table[name], entry)
 
     irq = pc.cast(col("irq"), pa.string())
-    names = pc.coalesce(col("name"), irq)
+    # An empty name is no name: the entry goes by its IRQ number.
+    named = col("name")
+    names = pc.coalesce(pc.if_else(pc.equal(named, ""), pa.scalar(None, pa.string()), named), irq)
     # A device interrupt's number is its IRQ; a system vector's (local_timer 236, …) is
     # not, so a number matches only `kind = "irq"` rows (a trace without the column: all).
     is_irq = pc.fill_null(pc.equal(col("kind"), "irq"), True) if "kind" in table.column_names else None
@@ -88,7 +90,7 @@ def arrivals(table: Any, keys: Sequence[str], where: Path | str = "trace") -> tu
             out[k] = pc.take(mine, pc.sort_indices(mine)).to_pylist()
     counts = pc.value_counts(names)
     seen = list(zip(counts.field("values").to_pylist(), counts.field("counts").to_pylist()))
-    busiest = [n for n, _ in sorted(seen, key=lambda nc: -nc[1])]
+    busiest = [n or "(entries with no name or IRQ number)" for n, _ in sorted(seen, key=lambda nc: -nc[1])]
     return out, busiest
 
 
