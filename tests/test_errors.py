@@ -94,6 +94,13 @@ CASES = [
     ("usage-extra-argument", lambda s, d: ["run", s, "extra"], ["unexpected extra argument", "extra"]),
     ("usage-unknown-option", lambda s, d: ["run", s, "--bogus"], ["No such option", "--bogus"]),
     ("usage-unknown-command", lambda s, d: ["bogus"], ["No such command", "bogus"]),
+    # An option that takes one value, given twice: click ran the last one silently.
+    ("usage-repeated-seed", lambda s, d: ["run", s, "--seed", "1", "--seed=2"], ["irqlab run", "--seed", "2 times"]),
+    (
+        "usage-repeated-workers",
+        lambda s, d: ["sweep", s, "--grid", "seed=1,2", "--workers", "1", "--workers", "2"],
+        ["irqlab sweep", "--workers given 2 times"],
+    ),
 ]
 
 
@@ -105,7 +112,7 @@ def _binary(tmp: Path) -> Path:
 
 def _outputs(case_id: str, out: Path) -> list[str]:
     # Every command gets the output flags it has, so that "no file written" is checked.
-    if case_id.startswith(("grid", "unknown-backend", "zero-workers", "usage-workers")):
+    if case_id.startswith(("grid", "unknown-backend", "zero-workers", "usage-workers", "usage-repeated-workers")):
         return ["--out", str(out / "sweep.parquet")]
     if case_id.startswith(("only", "figures")):
         return ["--out", str(out / "report")]

@@ -148,6 +148,35 @@ def _usage_line(e: UsageError) -> str:
     return f"{cmd}: {one_line(e.format_message())} (see {cmd} --help)"
 
 
+def _repeated_option(argv: list[str]) -> str | None:
+    """An option that takes one value, given more than once (click keeps the
+    last silently: `--seed 1 --seed 2` ran seed 2), as an error line; None if
+    there is none or the command line has another error (click says which)."""
+    words = [a.split("=", 1)[0] for a in argv[1 : argv.index("--") if "--" in argv else None] if a.startswith("-")]
+    if len(set(words)) == len(words):
+        return None  # the common case, without building the command
+    from typer._click import core
+
+    name = argv[0]
+    group = typer.main.get_command(app)
+    sub = group.commands.get(name) if isinstance(group, typer.core.TyperGroup) else None
+    if sub is None:
+        return None
+    try:
+        _, _, order = sub.make_parser(core.Context(sub, info_name=name, resilient_parsing=True)).parse_args(argv[1:])
+    except Exception:  # the real parse reports it
+        return None
+    seen: dict[str, int] = {}
+    for p in order:
+        one_value = not (p.multiple or getattr(p, "is_flag", False) or getattr(p, "count", False))
+        if p.param_type_name == "option" and one_value:
+            seen[p.opts[0]] = seen.get(p.opts[0], 0) + 1
+    twice = [o for o, n in seen.items() if n > 1]
+    if not twice:
+        return None
+    return f"irqlab {name}: {twice[0]} given {seen[twice[0]]} times; it takes one value (see irqlab {name} --help)"
+
+
 class Terminated(SystemExit):
     """SIGTERM, unwinding like Ctrl-C (temp files and tracefs instances go)."""
 
@@ -166,6 +195,9 @@ def main(args: list[str] | None = None) -> None:
     if not argv:
         # No command: the overview, as `irqlab --help` gives it.
         argv = ["--help"]
+    if (repeated := _repeated_option(argv)) is not None:
+        err.print(f"error: {repeated}", markup=False, soft_wrap=True)
+        sys.exit(2)
     try:
         code = app(args=argv, prog_name="irqlab", standalone_mode=False)
     except UsageError as e:
