@@ -79,8 +79,10 @@ const POLL: u32 = 1 << 31;
 
 pub struct Disk {
     pub group: u32,
-    /// Mean service time of a command, and the Erlang shape of its distribution (0: fixed).
+    /// Mean service time of a command, the part of it every command takes,
+    /// and the Erlang shape of the rest's distribution (0: fixed).
     pub service: Ps,
+    pub service_min: Ps,
     pub erlang_k: u32,
     pub rng: Rng,
     pub channels: u32,
@@ -146,14 +148,15 @@ pub struct NvmeGroup {
 }
 
 impl Disk {
-    /// Fixed, or Erlang-k: the sum of k exponentials of mean `service / k`.
+    /// Fixed, or `service_min` plus an Erlang-k: the sum of k exponentials
+    /// of mean `(service - service_min) / k`.
     fn service_time(&mut self) -> Ps {
         if self.erlang_k == 0 {
             return self.service;
         }
-        let mean = self.service as f64 * 1e-12 / self.erlang_k as f64;
+        let mean = (self.service - self.service_min) as f64 * 1e-12 / self.erlang_k as f64;
         let sum: f64 = (0..self.erlang_k).map(|_| exp1(&mut self.rng)).sum();
-        s_to_ps(sum * mean)
+        self.service_min + s_to_ps(sum * mean)
     }
 }
 
@@ -235,6 +238,7 @@ impl Component for Nvme {
                 let mut disk = Disk {
                     group: g as u32,
                     service,
+                    service_min: n.service_min.ps().min(service),
                     erlang_k: if cv == 0.0 { 0 } else { (1.0 / (cv * cv)).round() as u32 },
                     rng: stream(seed, &format!("nvme/{}.{k}", n.name)),
                     channels,

@@ -52,8 +52,15 @@ pub struct Nvme {
     /// `channels / iops` on average. Default 1 (when `latency` is not given).
     #[serde(default)]
     pub channels: Option<u32>,
-    /// Coefficient of variation of a command's service time: 0 fixed, 1
-    /// exponential, in between an Erlang-k with k = round(1/cv²) (0.25 to 1).
+    /// The shortest a command takes in the device, under the mean service
+    /// time: the flash array's page read (NAND tR) and the controller's fixed
+    /// path, which no read escapes. Only the rest varies (`service_cv`).
+    /// Default 0: all of it varies.
+    #[serde(default)]
+    pub service_min: Time,
+    /// Coefficient of variation of a command's service time above
+    /// `service_min`: 0 fixed, 1 exponential, in between an Erlang-k with
+    /// k = round(1/cv²) (0.25 to 1).
     #[serde(default)]
     pub service_cv: f64,
     /// Hardirq cost per interrupt (`nvme_irq` entry, CQ doorbell).
@@ -137,6 +144,20 @@ pub fn check(list: &[Nvme], ctx: &Ctx, names: &mut HashSet<String>) -> Check {
             if !(0.5..=65536.0).contains(&ch) {
                 return err(format!("{p}.latency"), format!("iops x latency = {ch:.3} commands in parallel: expected 1 to 65536"));
             }
+        }
+        let mean = match (n.latency, n.channels) {
+            (Some(l), _) => l.ps() as f64,
+            (None, ch) => ch.unwrap_or(1) as f64 / n.iops.0 * 1e12,
+        };
+        if n.service_min.ps() as f64 >= mean {
+            return err(
+                format!("{p}.service_min"),
+                format!(
+                    "{}: expected under the mean service time ({}: latency, or channels / iops)",
+                    n.service_min,
+                    crate::scenario::units::Time(mean as u64)
+                ),
+            );
         }
         let cv = n.service_cv;
         if !(cv == 0.0 || (0.25..=1.0).contains(&cv)) {
