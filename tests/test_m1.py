@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 from pathlib import Path
+from typing import Any
 
 import pytest
 
@@ -96,6 +97,42 @@ def test_whatif_a_wedge_past_the_requesters_wait_is_never_reached_by_an_ipi(tmp_
     reach = {(r["wedge"], r["mechanism"]): r for r in json.loads(out.read_text())["reachability"]}
     assert not reach[("daif", "ipi")]["reached"] and not reach[("daif", "pseudo-nmi")]["reached"]
     assert reach[("daif", "nmi")]["reached"] and reach[("local_irq_disable", "pseudo-nmi")]["reached"]
+
+
+def test_whatif_prices_the_bases_own_exception(tmp_path: Path) -> None:
+    """A sched_yield base is priced as sched_yield (13.04 PMR accesses, 106.9 ns),
+    not as gettid (9.04, 74.1 ns), which every base was (a review); a base whose
+    task takes page faults is refused, naming what whatif prices."""
+    out = tmp_path / "w.json"
+    base = irqlab.SCENARIOS_DIR / "figures" / "m1-sched-yield.toml"
+    assert_ok(run_cli("whatif", "--base", base, "--exceptions-per-s", "200000", "--cpus", "1", "--json", out))
+    [row] = json.loads(out.read_text())["throughput"]
+    assert row["tax_ns_per_exception"] == pytest.approx(13.04 * 8.195, rel=2e-3)
+    faults = irqlab.SCENARIOS_DIR / "examples" / "wis-page-fault1.toml"
+    assert_user_error(run_cli("whatif", "--base", faults, "--cpus", "1"), "pagefault", "cpu.masking=pmr")
+
+
+def test_whatif_stops_a_wedged_cpu_as_smp_send_stop_does(tmp_path: Path) -> None:
+    """A stop (panic, kexec, crash dump) waits 1 s for its IPI and then, on a
+    pseudo-NMI kernel only, 10 ms for a pseudo-NMI (arch/arm64/kernel/smp.c,
+    smp_send_stop): a 2 s wedge by local_irq_disable is stopped at 1 s under
+    pseudo-NMI and not at all under DAIF, and a DAIF wedge under neither (the
+    backtrace table's 10 s wait said "reached" for all three)."""
+
+    def stop(wedge_ms: str) -> dict[tuple[str, str], Any]:
+        out = tmp_path / f"w{wedge_ms}.json"
+        assert_ok(run_cli("whatif", "--exceptions-per-s", "1000", "--cpus", "1", "--wedge-ms", wedge_ms, "--json", out))
+        return {(r["kernel"], r["wedge"]): r for r in json.loads(out.read_text())["stop"]}
+
+    long = stop("2000")
+    assert not long[("DAIF", "local_irq_disable")]["stopped"]
+    nmi = long[("pseudo-NMI", "local_irq_disable")]
+    assert nmi["stopped"] and nmi["by"] == "pseudo-nmi" and nmi["latency_us"] == pytest.approx(1e6, abs=1)
+    assert not long[("pseudo-NMI", "daif")]["stopped"]
+    short = stop("10")
+    assert all(
+        r["stopped"] and r["by"] == "ipi" and r["latency_us"] == pytest.approx(9990, abs=1) for r in short.values()
+    )
 
 
 def test_whatif_a_small_tax_is_not_lost_in_counting_whole_operations(tmp_path: Path) -> None:

@@ -34,10 +34,13 @@ class Profile:
 
 @dataclass
 class Base:
-    """The exception-path costs a what-if starts from (a figure scenario's)."""
+    """The exception-path costs a what-if starts from (a figure scenario's):
+    its first task's exception, whose kind decides what pseudo-NMI adds to each
+    (`pmr.rs`: 9.04 PMR accesses on gettid's path, 13.04 on sched_yield's)."""
 
     cpu: dict[str, Any]
     body_ns: float
+    exception: str = "syscall"
 
     @classmethod
     def load(cls, path: Path) -> Base:
@@ -49,7 +52,13 @@ class Base:
         tasks = sc.get("task", [])
         if not tasks:
             raise UserError(f"--base {origin}: needs a [[task]] whose body is the exception's kernel work")
-        return cls(cpu=sc["cpu"], body_ns=time_ns(tasks[0]["body"]))
+        kind = tasks[0].get("exception", "none")
+        if kind not in ("syscall", "yield"):
+            raise UserError(
+                f"--base {origin}: its first [[task]] has exception = {kind!r}; whatif prices syscalls "
+                '("syscall", "yield"); for page faults run that scenario with --set cpu.masking=pmr and compare'
+            )
+        return cls(cpu=sc["cpu"], body_ns=time_ns(tasks[0]["body"]), exception=kind)
 
     def exception_ns(self) -> float:
         return time_ns(self.cpu["exception_entry"]) + self.body_ns + time_ns(self.cpu["exception_exit"])
@@ -108,7 +117,7 @@ def profile_scenario(base: Base, p: Profile, cpus: int, masking: str) -> dict[st
                 "count": cpus,
                 "cpus": ids,
                 "work": f"{work_ns:.3f}ns",
-                "exception": "syscall",
+                "exception": base.exception,
                 "body": f"{base.body_ns}ns",
             }
         ],
@@ -173,16 +182,24 @@ def wedge_scenario(
     sdei_dispatch_ns: float,
     sdei_signal_ns: float,
     handler_ns: float,
+    escalate: tuple[str, float] | None = None,
+    wait_ns: float = WAIT_NS,
 ) -> dict[str, Any]:
     """The wedged CPU runs user code, then masks for `wedge_ns` from 10 µs before
     the request (at 1 ms) and unmasks; the run lasts until the wedge ends or the
-    requester's 10 s wait is over, and a little more. A mechanism the mask holds
-    back reaches the CPU when it unmasks, if that is within the wait."""
+    requester's wait (`wait_ns`) is over, and a little more. A mechanism the mask
+    holds back reaches the CPU when it unmasks, if that is within the wait.
+    `escalate` = (mechanism, after ns): the requester signals again with it."""
     cpu = _cpu_section(base, masking)
     cpu["sdei"] = {"signal": f"{sdei_signal_ns}ns", "dispatch": f"{sdei_dispatch_ns}ns"}
+    call: dict[str, Any] = {"name": "bt", "at": "1ms", "targets": [1], "mechanisms": [mechanism]}
+    if escalate is not None:
+        call["mechanisms"].append(escalate[0])
+        call["timeout"] = f"{escalate[1]}ns"
+    call["handler"] = f"{handler_ns}ns"
     return {
         "name": "wedge",
-        "duration": f"{REQUEST_NS + min(wedge_ns, WAIT_NS) + 0.5e6}ns",
+        "duration": f"{REQUEST_NS + min(wedge_ns, wait_ns) + 0.5e6}ns",
         "platform": {"cpus": 2},
         "cpu": cpu,
         "task": [
@@ -196,9 +213,7 @@ def wedge_scenario(
                 "irqs_off_with": wedge_with,
             }
         ],
-        "crosscall": [
-            {"name": "bt", "at": "1ms", "targets": [1], "mechanisms": [mechanism], "handler": f"{handler_ns}ns"}
-        ],
+        "crosscall": [call],
     }
 
 
@@ -235,6 +250,40 @@ def reachability(
                         else 0.0,
                     }
                 )
+    return rows
+
+
+#: `smp_send_stop` (arch/arm64/kernel/smp.c, also under `crash_smp_send_stop`):
+#: IPI_CPU_STOP, up to 1 s; then, on a pseudo-NMI kernel only, IPI_CPU_STOP_NMI
+#: (`ipi_should_be_nmi`), up to 10 ms more; then "failed to stop secondary CPUs".
+STOP_IPI_WAIT_NS, STOP_NMI_WAIT_NS = 1e9, 10e6
+
+
+def stopping(base: Base, wedge_ns: float, handler_ns: float, seed: int) -> list[dict[str, Any]]:
+    """Whether the kernel's own stop (panic, kexec, crash dump) gets a wedged CPU,
+    as `smp_send_stop` escalates: a backtrace waits 10 s for one request, a stop
+    1 s for an IPI and then 10 ms for a pseudo-NMI."""
+    rows = []
+    cases = (
+        ("daif", "local_irq_disable", "daif", None),
+        ("pmr", "local_irq_disable", "pmr", ("pseudo-nmi", STOP_IPI_WAIT_NS)),
+        ("pmr", "daif", "daif", ("pseudo-nmi", STOP_IPI_WAIT_NS)),
+    )
+    for kernel, wedge, with_, escalate in cases:
+        wait = STOP_IPI_WAIT_NS + (STOP_NMI_WAIT_NS if escalate else 0.0)
+        sc = wedge_scenario(base, kernel, with_, "ipi", wedge_ns, 0.0, 0.0, handler_ns, escalate, wait)
+        m = _run(sc, seed)["metrics"]
+        reached = m["crosscall.bt.reached"] == 1.0 and m["crosscall.bt.time_to_all_ns"] <= wait
+        by = [k for k in ("ipi", "pseudo-nmi") if m.get(f"crosscall.bt.reached_by.{k}", 0) > 0]
+        rows.append(
+            {
+                "kernel": "pseudo-NMI" if kernel == "pmr" else "DAIF",
+                "wedge": wedge,
+                "stopped": reached,
+                "latency_us": m["crosscall.bt.time_to_all_ns"] / 1e3 if reached else None,
+                "by": by[0] if reached and by else None,
+            }
+        )
     return rows
 
 

@@ -101,7 +101,8 @@ def whatif(
         tput[0]["throughput_ratio"],
         s,
     )
-    doc = {"profile": profile.__dict__, "throughput": tput, "reachability": reach}
+    stop = wi.stopping(b, wedge_ms * 1e6, 5000, s)
+    doc = {"profile": profile.__dict__, "throughput": tput, "reachability": reach, "stop": stop}
     if json_out is not None:
         write_json(json_out, doc)
     if to_stdout(json_out):
@@ -135,4 +136,14 @@ def whatif(
             lat,
             f"{r['steady_state_throughput_cost']:.1%}",
         )
+    out.print(t)
+    t = Table(
+        title="stopping it (smp_send_stop: an IPI for up to 1 s, then on a pseudo-NMI kernel a pseudo-NMI for 10 ms)",
+        title_justify="left",
+    )
+    for c in ("kernel", "wedged by", "stopped", "latency us", "by"):
+        t.add_column(c, justify="right" if c == "latency us" else "left", no_wrap=True)
+    for r in stop:
+        lat = "" if r["latency_us"] is None else f"{r['latency_us']:.2f}"
+        t.add_row(r["kernel"], r["wedge"], "yes" if r["stopped"] else "no", lat, r["by"] or "")
     out.print(t)
