@@ -159,7 +159,8 @@ def test_a_too_short_run_warns_in_one_line():
     assert_ok(p)
     assert len(warnings(p)) == 1 and "warm-up" in warnings(p)[0], p.stderr
     # A long enough window, but few completions of the headline (its latency histogram).
-    p = run_cli("run", irqlab.SCENARIOS_DIR / "examples" / "m5-nvme-lowload.toml", "--set", "duration=10ms")
+    lowload = irqlab.SCENARIOS_DIR / "examples" / "m5-nvme-lowload.toml"
+    p = run_cli("run", lowload, "--set", "warmup=10ms", "--set", "duration=15ms")
     assert_ok(p)
     assert len(warnings(p)) == 1 and "nvme.ssd.latency" in warnings(p)[0], p.stderr
 

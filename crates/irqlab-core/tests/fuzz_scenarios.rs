@@ -223,11 +223,19 @@ fn mutated_scenarios_never_panic_and_many_still_run() {
 #[test]
 fn a_nested_run_of_the_top_arms_one_timer() {
     let text = include_str!("../../../python/irqlab/scenarios/examples/m5-nic-vms.toml");
-    let sets: Vec<String> =
-        ["duration=2ms", "warmup=200us", "fabric.msi_write=0ns", "fabric.dma_per_kib=0ns", "nic.3.moderation.kind=\"none\""]
-            .iter()
-            .map(|s| s.to_string())
-            .collect();
+    // As the example was when the fuzzer found it: DIM with EQE profiles on three VFs, none on the fourth.
+    let mut sets: Vec<String> = [
+        "duration=2ms",
+        "warmup=200us",
+        "fabric.msi_write=0ns",
+        "fabric.dma_per_kib=0ns",
+        "fabric.latency=0ns",
+        "nic.3.moderation={kind=\"none\"}",
+    ]
+    .iter()
+    .map(|s| s.to_string())
+    .collect();
+    sets.extend((0..3).map(|i| format!("nic.{i}.moderation={{kind=\"dim\"}}")));
     let sc = load(text, "m5-nic-vms.toml", &sets).expect("valid");
     let out = run(&sc, RunOptions { audit: true, ..Default::default() });
     assert_eq!(out.audit.time_reversals, 0);

@@ -74,8 +74,10 @@ pub struct Nvme {
 /// long (its loop kept finding entries) has stopped being an interrupt handler.
 const LOOP_WARN: Ps = PS_PER_MS;
 
-/// Thread work for a CQ is a resubmission batch, or (with this bit) a poll pass.
+/// Thread work for a CQ is a resubmission batch, or (with this bit) a poll
+/// pass, or (with the other) the switch to the jobs a batch woke.
 const POLL: u32 = 1 << 31;
+const WAKE: u32 = 1 << 30;
 
 pub struct Disk {
     pub group: u32,
@@ -124,6 +126,8 @@ pub struct Cq {
     pub irq_since: Ps,
     /// Reaped I/Os whose resubmission (thread work) has not finished, batch by batch.
     pub submitting: VecDeque<u32>,
+    /// fio jobs whose I/Os use this queue.
+    pub jobs: u32,
     /// Reaped by `nvme_irq` and not yet seen by their jobs' thread: submission
     /// times, taken batch by batch (`submitting`) when its thread work starts,
     /// as fio's clat ends when the job reaps.
@@ -136,6 +140,9 @@ pub struct NvmeGroup {
     pub per_cqe: Ps,
     pub poll: Ps,
     pub submit: Ps,
+    /// The switch to a woken job's thread, and how many there were.
+    pub wake: Ps,
+    pub wakes: u64,
     pub resubmit: Ps,
     pub completed: u64,
     /// Completions `nvme_irq` reaped on a later pass of its loop: they landed
@@ -174,6 +181,8 @@ impl Component for Nvme {
                 per_cqe: n.per_cqe.ps(),
                 poll: n.poll.ps(),
                 submit: n.submit.ps(),
+                wake: n.wake.ps(),
+                wakes: 0,
                 resubmit: n.fio.resubmit.ps(),
                 completed: 0,
                 loop_reaped: 0,
@@ -209,6 +218,7 @@ impl Component for Nvme {
                         submitting: VecDeque::new(),
                         unseen: VecDeque::new(),
                         irq_since: 0,
+                        jobs: 0,
                     });
                 }
                 // A job is one thread, and blk-mq maps a thread's CPU to one queue
@@ -221,6 +231,7 @@ impl Component for Nvme {
                 m.audit.ios_owned += n.fio.jobs as u64 * n.fio.iodepth as u64;
                 for j in 0..n.fio.jobs {
                     let cq = &mut me.cqs[(first_cq + j % n.queues) as usize];
+                    cq.jobs += 1;
                     cq.backlog.extend(std::iter::repeat_n(0, n.fio.iodepth as usize));
                     // An IOPOLL job spins on its CPU between completions.
                     if cq.polled {
@@ -340,8 +351,8 @@ impl Component for Nvme {
     /// The job's thread runs for a batch that `nvme_irq` reaped: its `io_getevents`
     /// (or io_uring CQ peek) returns, and fio's completion latency ends here.
     fn thread_start<P: Has<Self>>(m: &mut Machine<P>, s: &mut Scheduler<Ev>, _c: usize, arg: u32) {
-        if arg & POLL != 0 {
-            return;
+        if arg & (POLL | WAKE) != 0 {
+            return; // the switch in comes before fio sees the batch
         }
         let now = s.now();
         let me = m.parts.get();
@@ -360,6 +371,9 @@ impl Component for Nvme {
 
     /// A poll pass found the CQ (reap what it holds), or a batch of resubmissions went in.
     fn thread_done<P: Has<Self>>(m: &mut Machine<P>, s: &mut Scheduler<Ev>, c: usize, arg: u32) {
+        if arg & WAKE != 0 {
+            return; // its batch's work follows in the CPU's queue
+        }
         let q = arg & !POLL;
         if arg & POLL != 0 {
             m.parts.get().cqs[q as usize].polling = false;
@@ -389,6 +403,7 @@ impl Component for Nvme {
         me.last_completed = 0;
         for g in &mut me.groups {
             g.completed = 0;
+            g.wakes = 0;
             g.loop_reaped = 0;
             g.latency.reset();
         }
@@ -400,6 +415,9 @@ impl Component for Nvme {
             r.metric(format!("{p}.iops"), g.completed as f64 / secs);
             r.metric(format!("{p}.completed"), g.completed as f64);
             r.metric(format!("{p}.loop_share"), g.loop_reaped as f64 / g.completed.max(1) as f64);
+            if g.wake > 0 {
+                r.metric(format!("{p}.wakes_per_s"), g.wakes as f64 / secs);
+            }
             if g.longest_irq >= LOOP_WARN {
                 r.warn(format!(
                     "nvme {}: one nvme_irq ran {:.1} ms, reaping what kept landing, and held its CPU in hardirq \
@@ -555,7 +573,16 @@ fn reap_entries<P: Has<Nvme>>(m: &mut Machine<P>, s: &mut Scheduler<Ev>, c: usiz
     // A polled reap is the thread's own work: it costs per_cqe there, with the submissions.
     let thread = if polled { submit + per_cqe } else { submit };
     if thread > 0 {
+        // Jobs with a batch still in hand are awake; each I/O of this batch
+        // beyond them belongs to a job that slept (at most one per job).
+        let awake = cq.submitting.iter().sum::<u32>().min(cq.jobs);
+        let woken = if polled { 0 } else { (n as u32).min(cq.jobs - awake) };
         cq.submitting.push_back(n as u32);
+        let wake = grp.wake;
+        if woken > 0 && wake > 0 {
+            grp.wakes += woken as u64;
+            m.thread_work(s, c, P::ID, q | WAKE, woken as u64 * wake);
+        }
         m.thread_work(s, c, P::ID, q, n * thread);
         return (n, irq);
     }

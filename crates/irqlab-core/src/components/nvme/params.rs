@@ -80,6 +80,13 @@ pub struct Nvme {
     /// 0: not CPU-modelled (resubmitted after `fio.resubmit`).
     #[serde(default)]
     pub submit: Time,
+    /// CPU time for a job's thread that slept in `io_getevents` (or
+    /// `io_uring_enter`) to get its CPU back once `nvme_irq` has woken it
+    /// (`per_cqe` has the wake-up itself): `schedule()` and the context switch,
+    /// once per job woken, on the CPU that reaped. A thread still busy with an
+    /// earlier batch is not woken again. Needs `submit`; 0: not modelled.
+    #[serde(default)]
+    pub wake: Time,
     /// PCIe flow control: finished I/Os (4 KiB of data and a CQE each) a disk
     /// may have queued in the root complex; beyond them the data waits in the
     /// device, holding its flash channel, instead of queueing without bound.

@@ -59,6 +59,31 @@ fn service_min_is_a_floor_under_every_read_and_keeps_the_mean() {
     assert!(b.p99 / b.p50 < 1.5 && a.p99 / a.p50 > 2.0, "p99/p50: {} then {}", a.p99 / a.p50, b.p99 / b.p50);
 }
 
+/// A job that slept until `nvme_irq` woke it pays `wake` (schedule() and the
+/// switch) on the reaping CPU before fio sees the batch, once per job woken:
+/// at iodepth 1 every I/O wakes its job, and the latency grows by `wake`; a
+/// job deep enough to be busy when the next batch lands is not woken again,
+/// and a polled job never sleeps.
+#[test]
+fn a_sleeping_job_is_switched_in_once_per_wake_up() {
+    let fixed = ["duration=200ms", "nvme.0.service_cv=0"];
+    let plain = go(DISK, &fixed);
+    let woken = go(DISK, &[&fixed[..], &["nvme.0.wake=\"5us\""]].concat());
+    let (a, b) = (&plain.report.metrics, &woken.report.metrics);
+    let wakes = b["nvme.ssd.wakes_per_s"];
+    assert!((wakes / b["nvme.ssd.iops"] - 1.0).abs() < 0.01, "one wake per I/O at iodepth 1: {wakes}");
+    let (la, lb) = (plain.report.histograms["nvme.ssd.latency"].mean, woken.report.histograms["nvme.ssd.latency"].mean);
+    assert!((lb - la - 5_000.0).abs() < 200.0, "fio sees the I/O 5 us later: {la} then {lb} ns");
+    assert!(!a.contains_key("nvme.ssd.wakes_per_s"), "no wake cost, no metric");
+    // One job, 64 deep, on a disk that finishes I/Os close together: batches
+    // overlap, and far fewer wake-ups than I/Os.
+    let deep = go(DISK, &["duration=50ms", "nvme.0.wake=\"5us\"", "nvme.0.fio.iodepth=64", "nvme.0.latency=8us", "nvme.0.iops=4M"]);
+    let m = &deep.report.metrics;
+    assert!(m["nvme.ssd.wakes_per_s"] < 0.5 * m["nvme.ssd.iops"], "{} wakes/s for {} IOPS", m["nvme.ssd.wakes_per_s"], m["nvme.ssd.iops"]);
+    let polled = go(DISK, &["duration=50ms", "nvme.0.wake=\"5us\"", "nvme.0.moderation.kind=polling"]);
+    assert_eq!(polled.report.metrics["nvme.ssd.wakes_per_s"], 0.0, "a polling job never sleeps");
+}
+
 /// fio's completion latency ends when the job's thread reaps the I/O, not
 /// when `nvme_irq` does: a long handler on the job's CPU is in it. (Recorded
 /// at the handler's start, the 20 us handler was left out: a mean of 80.3 us.)
