@@ -323,6 +323,9 @@ impl Component for GlobalModeration {
         }
         r.table("gsim_cpus", table);
         r.metric("gsim.mod_ns", means.iter().sum::<f64>() / means.len().max(1) as f64);
+        // The mean above counts CPUs that take no moderated interrupt: with 16
+        // host CPUs moderating among 176 it read 9 us while they sat at 100 us.
+        r.metric("gsim.mod_ns_max", means.iter().copied().fold(0.0, f64::max));
         r.metric("gsim.timers_per_s", g.timers_started as f64 / secs);
         r.metric("gsim.disables_per_s", g.disables as f64 / secs);
         r.metric("gsim.masked_while_disabled", masked as f64);
