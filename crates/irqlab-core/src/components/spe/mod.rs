@@ -131,9 +131,10 @@ pub struct Spe {
     per_task: bool,
     policy: Option<Policy>,
     snapshot: bool,
-    /// Buffer pages (after a cap), and those perf asked for.
+    /// Buffer pages (after a cap), those perf maps, and the bytes `-m` asked for.
     pub pages: u64,
     requested: u64,
+    asked: u64,
     run: Ps,
     seg: Ps,
     off: Ps,
@@ -182,7 +183,7 @@ impl Component for Spe {
         let f = if x.kernel == KernelProfile::Debug { x.debug_factor } else { 1.0 };
         let k = &x.costs;
         let scale = |t: crate::scenario::Time| (t.ps() as f64 * f).round() as Ps;
-        let requested = x.buffer.0.div_ceil(PAGE);
+        let requested = x.aux_bytes() / PAGE;
         let pages = match (x.policy, x.cap) {
             (Policy::Cap, Some(c)) => requested.min(c.0.div_ceil(PAGE)),
             _ => requested,
@@ -197,6 +198,7 @@ impl Component for Spe {
             snapshot: x.snapshot,
             pages,
             requested,
+            asked: x.buffer.0,
             run: x.task.run.ps(),
             seg: x.task.run.ps() / (x.task.switches as u64 + 1),
             off: x.task.off.ps(),
@@ -372,6 +374,15 @@ impl Component for Spe {
         let _ = baseline;
         let per_switch = if me.switches > 0 { st.switch_work as f64 / 1e6 / me.switches as f64 } else { 0.0 };
         r.metric("spe.added_per_switch_us", per_switch);
+        if me.asked != me.requested * PAGE {
+            let show = |v: f64| format!("{v:.3}").trim_end_matches('0').trim_end_matches('.').to_string();
+            r.warn(format!(
+                "spe: perf rounds the AUX buffer up to a power of two pages: {} MB asked, {} MB mapped \
+                 (perf's 'rounding mmap pages size')",
+                show(me.asked as f64 / (1 << 20) as f64),
+                show(mb(me.requested as f64))
+            ));
+        }
         r.metric("spe.buffer_mb", mb(me.pages as f64));
         r.metric("spe.requested_mb", mb(me.requested as f64));
         r.metric("spe.pin_ops", st.pin_ops as f64);

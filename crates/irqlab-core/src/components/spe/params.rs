@@ -183,7 +183,8 @@ pub struct Spe {
     pub vcpu: u32,
     #[serde(default = "d_mode")]
     pub mode: SpeMode,
-    /// perf `-m,SIZE`: the AUX (profiling) buffer.
+    /// perf `-m,SIZE`: the AUX (profiling) buffer, which perf rounds up to a
+    /// power of two pages (as the model does, with a warning).
     pub buffer: Size,
     /// Bytes of records written per second while profiling runs; 0: a filter that records nothing.
     #[serde(default)]
@@ -255,6 +256,12 @@ pub const PAGE: u64 = 4096;
 
 impl Spe {
     /// `vcpus`: the guest's vCPUs if `[vcpu_sched]` is configured.
+    /// The AUX buffer perf maps: `-m,SIZE` rounded up to a power of two pages
+    /// (tools/perf/util/evlist.c, `parse_pages_arg`: "rounding mmap pages size").
+    pub fn aux_bytes(&self) -> u64 {
+        self.buffer.0.div_ceil(PAGE).next_power_of_two() * PAGE
+    }
+
     pub fn check(&self, vcpus: Option<u32>, ctx: &Ctx) -> Check {
         let p = "spe";
         if ctx.warmup.ps() > 0 {
@@ -268,10 +275,11 @@ impl Spe {
                 return err(format!("{p}.vcpu"), format!("vCPU {} does not exist (vcpu_sched.vcpus = {n})", self.vcpu));
             }
         }
-        if self.buffer.0 < PAGE || self.buffer.0 > 1 << 40 {
-            return err(format!("{p}.buffer"), "must be between 4K and 1T");
+        // arm_spe_pmu_setup_aux: "We need at least two pages for this to work".
+        if self.buffer.0 < 2 * PAGE || self.buffer.0 > 1 << 40 {
+            return err(format!("{p}.buffer"), "must be between 8K (two pages, arm_spe_pmu_setup_aux) and 1T");
         }
-        if self.buffer.0 > self.guest_memory.0 {
+        if self.aux_bytes() > self.guest_memory.0 {
             return err(
                 format!("{p}.buffer"),
                 format!("{} bytes do not fit in guest_memory ({} bytes)", self.buffer.0, self.guest_memory.0),

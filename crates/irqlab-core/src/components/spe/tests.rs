@@ -319,3 +319,16 @@ fn a_cycle_leaves_out_walks_that_pinned_nothing() {
     assert!((m["spe.pin_unpin_cycle_s"] - 2048.0 * 350e-9).abs() < 1e-9, "{}", m["spe.pin_unpin_cycle_s"]);
     assert!((m["spe.pin_op_mean_s"] - 2048.0 * 250e-9).abs() < 1e-9, "pins alone: {}", m["spe.pin_op_mean_s"]);
 }
+
+/// perf maps the AUX buffer in a power of two pages (`parse_pages_arg` rounds
+/// `-m` up and says so), and SPE needs two pages at least: `-m,100M` maps and
+/// pins as 128M with a warning, 4K is refused (it ran, and never moved its window).
+#[test]
+fn the_buffer_is_what_perf_maps() {
+    let sc = crate::load(BASE, "m2.toml", &["spe.buffer=\"100M\"".to_string()]).expect("valid");
+    let out = run(&sc, RunOptions::default());
+    assert_eq!(out.report.metrics["spe.buffer_mb"], 128.0);
+    assert!(out.report.warnings.iter().any(|w| w.contains("100 MB asked, 128 MB mapped")), "{:?}", out.report.warnings);
+    let e = crate::load(BASE, "m2.toml", &["spe.buffer=\"4K\"".to_string()]).unwrap_err();
+    assert!(e.0.contains("spe.buffer") && e.0.contains("8K"), "{}", e.0);
+}
