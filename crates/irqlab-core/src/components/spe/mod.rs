@@ -157,6 +157,8 @@ pub struct Spe {
     pinned_gen: u32,
     /// The half of the buffer that PMBPTR..PMBLIMITR spans (0 or 1), and the one pinned.
     pinned_half: usize,
+    /// The first page of the pinned range (the write pointer when it was pinned).
+    pinned_from: usize,
     pub pinned_pages: u64,
     last_disable: Ps,
     /// Stage-2 mapping per buffer page.
@@ -443,6 +445,15 @@ impl Spe {
         (page as u64 / self.window()).min(1) as usize
     }
 
+    /// The pages PMBPTR..PMBLIMITR spans now: from the write pointer's page to
+    /// the end of its half (`arm_spe_perf_aux_output_begin` writes PMBPTR at
+    /// the head), all of the half at its start.
+    fn programmed(&self) -> std::ops::Range<usize> {
+        let head = self.page_of(self.wp);
+        let half = self.half_pages(self.half_of(head));
+        head.max(half.start)..half.end
+    }
+
     /// The pages of half `h`.
     fn half_pages(&self, h: usize) -> std::ops::Range<usize> {
         let w = self.window() as usize;
@@ -455,7 +466,7 @@ impl Spe {
 
     /// Whether page `k` is pinned (host reclaim cannot take it).
     fn is_pinned(&self, k: usize) -> bool {
-        self.pinned_pages > 0 && self.half_of(k) == self.pinned_half
+        self.pinned_pages > 0 && self.half_of(k) == self.pinned_half && k >= self.pinned_from
     }
 
     fn set_pinned(&mut self, now: Ps, pages: u64) {
@@ -487,9 +498,10 @@ impl Spe {
         }
     }
 
-    /// Pins half `h`, the window the profiling unit writes now (maps it at stage 2).
-    fn pin_window(&mut self, now: Ps, h: usize) -> Ps {
-        let range = self.half_pages(h);
+    /// Pins the window the profiling unit writes now, PMBPTR..PMBLIMITR (maps it at stage 2).
+    fn pin_window(&mut self, now: Ps) -> Ps {
+        let range = self.programmed();
+        let (h, from) = (self.half_of(range.start), range.start);
         let n = range.len() as u64;
         let t = n * self.c.pin;
         self.stats.pin_ops += 1;
@@ -499,6 +511,7 @@ impl Spe {
         self.mapped[range].iter_mut().for_each(|x| *x = true);
         self.pinned_gen = self.gen;
         self.pinned_half = h;
+        self.pinned_from = from;
         self.set_pinned(now, n);
         t
     }
@@ -509,18 +522,21 @@ impl Spe {
         if self.remap_every > 0 && self.enables > 1 && (self.enables - 1).is_multiple_of(self.remap_every) {
             self.gen += 1;
         }
-        let walk = self.window() * self.c.walk;
-        let half = self.half_of(self.page_of(self.wp));
+        // KVM walks and pins what perf programmed, not the whole half: it
+        // shrinks as the head advances (a review: up to 2x the work).
+        let window = self.programmed();
+        let walk = window.len() as u64 * self.c.walk;
+        let half = self.half_of(window.start);
         match self.policy.expect("built") {
             Policy::NoPin => 0,
             Policy::PinPerEnable | Policy::Cap => {
                 self.stretch(walk);
                 self.stats.cycle_time += walk;
-                walk + self.pin_window(now, half)
+                walk + self.pin_window(now)
             }
             Policy::KeepPinned | Policy::KeepPinnedTimer => {
                 self.stretch(walk);
-                if self.pinned_pages > 0 && self.pinned_gen == self.gen && self.pinned_half == half {
+                if self.pinned_pages > 0 && self.pinned_gen == self.gen && self.pinned_half == half && window.start >= self.pinned_from {
                     return walk;
                 }
                 self.stats.cycle_time += walk;
@@ -530,7 +546,7 @@ impl Spe {
                     self.unpin_all(now, u);
                     t += u;
                 }
-                t + self.pin_window(now, half)
+                t + self.pin_window(now)
             }
         }
     }

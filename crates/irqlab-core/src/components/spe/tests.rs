@@ -332,3 +332,17 @@ fn the_buffer_is_what_perf_maps() {
     let e = crate::load(BASE, "m2.toml", &["spe.buffer=\"4K\"".to_string()]).unwrap_err();
     assert!(e.0.contains("spe.buffer") && e.0.contains("8K"), "{}", e.0);
 }
+
+/// KVM walks and pins what perf programmed, PMBPTR..PMBLIMITR: from the head
+/// to the half's end. With records flowing the head advances between enables
+/// and each switch's work shrinks; with none it is the whole half every time.
+#[test]
+fn kvm_pins_from_the_head_to_the_limit() {
+    let quiet = m2(&["spe.record_rate=\"0/s\"", "spe.reclaim_rate=\"0/s\""]);
+    // 16 MB at 3 MB/s over 2 s: the head crosses 6 MB of the first 8 MB half.
+    let flowing = m2(&["spe.record_rate=\"3M/s\"", "spe.reclaim_rate=\"0/s\""]);
+    assert_eq!(flowing["spe.window_moves"], 0.0);
+    let (q, f) = (quiet["spe.added_per_switch_us"], flowing["spe.added_per_switch_us"]);
+    assert!(f < 0.75 * q && f > 0.4 * q, "a switch's work: {q} us with no records, {f} us with them");
+    assert!(flowing["spe.pinned_mean_mb"] < quiet["spe.pinned_mean_mb"]);
+}
