@@ -53,16 +53,19 @@ pub enum Exit {
     Maintenance,
     /// A trapped system-register write (SPE's `PMBLIMITR_EL1`, M2).
     Sysreg,
+    /// The profiling buffer's interrupt (SPE's PMBIRQ, M2): a stage-2 fault on
+    /// the buffer or the unit reaching PMBLIMITR.
+    Pmbirq,
 }
 
 impl Exit {
     /// A physical interrupt (not a trapped instruction).
     pub fn is_interrupt(self) -> bool {
-        matches!(self, Exit::Lpi | Exit::Ipi | Exit::Doorbell | Exit::Timer | Exit::Maintenance)
+        matches!(self, Exit::Lpi | Exit::Ipi | Exit::Doorbell | Exit::Timer | Exit::Maintenance | Exit::Pmbirq)
     }
 }
 
-pub const EXITS: [(Exit, &str); 7] = [
+pub const EXITS: [(Exit, &str); 8] = [
     (Exit::Lpi, "lpi"),
     (Exit::Ipi, "ipi"),
     (Exit::Doorbell, "doorbell"),
@@ -70,6 +73,7 @@ pub const EXITS: [(Exit, &str); 7] = [
     (Exit::Timer, "timer"),
     (Exit::Maintenance, "maintenance"),
     (Exit::Sysreg, "sysreg"),
+    (Exit::Pmbirq, "pmbirq"),
 ];
 
 /// Work the guest runs on a vCPU: its CPU time, and what to run once it is done.
@@ -173,7 +177,7 @@ pub struct Vcpu {
 
 #[derive(Default)]
 pub struct Stats {
-    pub exits: [u64; 7],
+    pub exits: [u64; EXITS.len()],
     pub entries: u64,
     pub switches: u64,
     pub migrations: u64,

@@ -273,7 +273,7 @@ impl Component for Spe {
                 let cost = me.c.map_fault;
                 let v = me.vcpu;
                 let p = hv(m).vcpus[v as usize].processor;
-                hypervisor::hyp_work(m, s, p, cost, Some(P::ev(SpeEv::Mapped, 0)), Some(Exit::Sysreg));
+                hypervisor::hyp_work(m, s, p, cost, Some(P::ev(SpeEv::Mapped, 0)), Some(Exit::Pmbirq));
             }
             SpeEv::WindowIrq => {
                 // perf's handler ends the AUX transaction and begins the next on the
@@ -295,7 +295,7 @@ impl Component for Spe {
                 let cost = me.on_disable(now) + me.on_enable(now);
                 let v = me.vcpu;
                 let p = hv(m).vcpus[v as usize].processor;
-                hypervisor::hyp_work(m, s, p, cost, Some(P::ev(SpeEv::Mapped, 0)), Some(Exit::Sysreg));
+                hypervisor::hyp_work(m, s, p, cost, Some(P::ev(SpeEv::Mapped, 0)), Some(Exit::Pmbirq));
             }
             SpeEv::Mapped => {
                 let now = s.now();

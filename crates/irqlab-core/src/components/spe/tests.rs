@@ -346,3 +346,17 @@ fn kvm_pins_from_the_head_to_the_limit() {
     assert!(f < 0.75 * q && f > 0.4 * q, "a switch's work: {q} us with no records, {f} us with them");
     assert!(flowing["spe.pinned_mean_mb"] < quiet["spe.pinned_mean_mb"]);
 }
+
+/// A trapped PMBLIMITR write is a `sysreg` exit, a PMBIRQ (a stage-2 fault on
+/// the buffer, the unit at its limit) an interrupt exit of its own: per CPU
+/// with no pinning, two writes and one exit per blackout (faults counted as
+/// `sysreg` exits until 2026-11-26, a review found).
+#[test]
+fn pmbirqs_are_interrupt_exits_not_register_traps() {
+    let m = m2(&["spe.policy=no-pin", "spe.mode=per-cpu", "spe.record_rate=\"20M/s\""]);
+    let secs = m["sim_s"];
+    assert!(m["spe.blackouts"] > 0.0);
+    assert_eq!((m["hyp.exits.sysreg_per_s"] * secs).round(), 2.0, "the enable and the last disable");
+    let irqs = (m["hyp.exits.pmbirq_per_s"] * secs).round();
+    assert_eq!(irqs, m["spe.blackouts"] + m["spe.window_moves"]);
+}
