@@ -169,6 +169,16 @@ pub(super) fn tickle<P: Parts>(m: &mut Machine<P>, s: &mut Scheduler<Ev>, v: u32
         h.vcpus[v as usize].tickled_cpu = Some(c);
         return raise_resched(m, s, c, Some(from));
     }
+    // KVM: a halted vCPU's thread polls only while no other task could run on
+    // its CPU (`kvm_vcpu_can_poll`: `single_task_running()`), so a polling pCPU
+    // takes a woken vCPU next to an idle one: `wake` ends the poll there. (It
+    // was busy to this search: a woken vCPU waited out the 1 ms rate limit
+    // while other pCPUs polled, a review found.)
+    if let Some(&c) = order.iter().find(|&&c| h.pcpus[c as usize].polling.is_some() && !h.pcpus[c as usize].tickled) {
+        h.vcpus[v as usize].tickled_cpu = Some(c);
+        h.pcpus[c as usize].tickled = true;
+        return;
+    }
     if h.kind == Some(SchedKind::Credit2) {
         let mut best: Option<(i64, u32)> = None;
         for &c in &order {
