@@ -93,10 +93,8 @@ pub struct Stats {
     pub ended: Option<Ps>,
     pub pin_ops: u64,
     pub unpin_ops: u64,
-    /// Time in pin and unpin operations (stage-1 walks included), in pins and
-    /// unpins alone, and in whole cycles (a pin with the walk before it, and
-    /// its unpin; a walk that led to no pin is not part of one).
-    pub pin_time: Ps,
+    /// Time in pins and unpins alone, and in whole cycles (a pin with the walk
+    /// before it, and its unpin; a walk that led to no pin is not part of one).
     pub op_time: Ps,
     pub cycle_time: Ps,
     /// KVM's work at the enables and disables of context switches (not the first or the last).
@@ -357,8 +355,6 @@ impl Component for Spe {
         let elapsed = (st.perf_exited.unwrap_or(now) - st.started) as f64 / 1e12;
         let mb = |pages: f64| pages * PAGE as f64 / (1 << 20) as f64;
         let ops = st.pin_ops + st.unpin_ops;
-        let fixed = me.startup_cost();
-        let baseline = me.run + fixed + me.switches as u64 * (me.off + 2 * me.c.switch);
         r.metric("spe.finished", st.ended.is_some() as u8 as f64);
         if st.perf_exited.is_none() {
             r.warn(format!(
@@ -373,7 +369,6 @@ impl Component for Spe {
         // What a context switch adds: KVM's work at its disable and enable, not
         // the first pin, the last unpin or window moves (elapsed less the
         // baseline gave 38 ms "per switch" with no switch at all, a review found).
-        let _ = baseline;
         let per_switch = if me.switches > 0 { st.switch_work as f64 / 1e6 / me.switches as f64 } else { 0.0 };
         r.metric("spe.added_per_switch_us", per_switch);
         if me.asked != me.requested * PAGE {
@@ -474,9 +469,8 @@ impl Spe {
         self.stats.pinned.set(now, pages as f64);
     }
 
-    /// One pin/unpin/walk done in one go: its time, and the longest such stretch.
+    /// One pin, unpin or walk done in one go: the longest such stretch has no quiescent state.
     fn stretch(&mut self, t: Ps) {
-        self.stats.pin_time += t;
         self.stats.longest = self.stats.longest.max(t);
     }
 
