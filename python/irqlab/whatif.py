@@ -54,9 +54,14 @@ class Base:
             raise UserError(f"--base {origin}: needs a [[task]] whose body is the exception's kernel work")
         kind = tasks[0].get("exception", "none")
         if kind not in ("syscall", "yield"):
+            how = (
+                "; for page faults run that scenario with --set cpu.masking=pmr and compare"
+                if kind == "pagefault"
+                else ""
+            )
             raise UserError(
                 f"--base {origin}: its first [[task]] has exception = {kind!r}; whatif prices syscalls "
-                '("syscall", "yield"); for page faults run that scenario with --set cpu.masking=pmr and compare'
+                f'("syscall", "yield"){how}'
             )
         return cls(cpu=sc["cpu"], body_ns=time_ns(tasks[0]["body"]), exception=kind)
 
@@ -167,6 +172,9 @@ def throughput(base: Base, p: Profile, cpu_counts: Sequence[int], seed: int) -> 
     return rows
 
 
+#: The wedged CPU's handler for a backtrace or a stop, ns (an assumption:
+#: printing a backtrace or parking the CPU; it only shifts when the call ends).
+CROSSCALL_HANDLER_NS = 5000.0
 #: The requester waits this long for a backtrace (`nmi_trigger_cpumask_backtrace`: 10 s).
 WAIT_NS = 10e9
 #: The request comes at 1 ms; the wedged CPU masks this much earlier.

@@ -97,11 +97,11 @@ def whatif(
         wedge_ms * 1e6,
         _floats("--sdei-dispatch-ns", sdei_dispatch_ns),
         sdei_signal_ns,
-        5000,
+        wi.CROSSCALL_HANDLER_NS,
         tput[0]["throughput_ratio"],
         s,
     )
-    stop = wi.stopping(b, wedge_ms * 1e6, 5000, s)
+    stop = wi.stopping(b, wedge_ms * 1e6, wi.CROSSCALL_HANDLER_NS, s)
     doc = {"profile": profile.__dict__, "throughput": tput, "reachability": reach, "stop": stop}
     if json_out is not None:
         write_json(json_out, doc)

@@ -84,7 +84,10 @@ pub struct Nvme {
     /// `io_uring_enter`) to get its CPU back once `nvme_irq` has woken it
     /// (`per_cqe` has the wake-up itself): `schedule()` and the context switch,
     /// once per job woken, on the CPU that reaped. A thread still busy with an
-    /// earlier batch is not woken again. Needs `submit`; 0: not modelled.
+    /// earlier batch is not woken again. Needs `submit`; 0: not modelled. (The
+    /// model knows a queue's jobs and its batches, not which job an I/O is:
+    /// it counts the reaped I/Os beyond those in hand as jobs woken, at most
+    /// the queue's jobs, which is exact at iodepth 1 and for one job a queue.)
     #[serde(default)]
     pub wake: Time,
     /// PCIe flow control: finished I/Os (4 KiB of data and a CQE each) a disk
@@ -180,6 +183,9 @@ pub fn check(list: &[Nvme], ctx: &Ctx, names: &mut HashSet<String>) -> Check {
         if n.moderation.cqe_mode {
             // NVMe feature 08h: the aggregation time runs from the first entry.
             return err(format!("{p}.moderation.cqe_mode"), "NVMe aggregation has no timer reset mode: expected false");
+        }
+        if n.wake.ps() > 0 && n.submit.ps() == 0 {
+            return err(format!("{p}.wake"), "is only read with submit above 0 (the job's thread modelled as CPU work)");
         }
         n.moderation.check(&p)?;
     }

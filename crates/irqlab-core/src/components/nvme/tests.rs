@@ -172,6 +172,7 @@ fn bad_service_parameters_are_refused_with_their_key() {
         (vec!["nvme.0.service_cv=2"], "nvme[0].service_cv"),
         (vec!["nvme.0.latency=1ns"], "nvme[0].latency"),
         (vec!["nvme.0.service_min=\"80us\""], "nvme[0].service_min"),
+        (vec!["nvme.0.wake=\"1us\"", "nvme.0.submit=\"0ns\""], "nvme[0].wake"),
         (vec!["nvme.0.fio.jobs=5000"], "nvme[0].fio.jobs"),
     ] {
         let sets: Vec<String> = sets.iter().map(|s| s.to_string()).collect();

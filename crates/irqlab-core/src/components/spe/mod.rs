@@ -184,8 +184,8 @@ impl Component for Spe {
         let k = &x.costs;
         let scale = |t: crate::scenario::Time| (t.ps() as f64 * f).round() as Ps;
         let requested = x.aux_bytes() / PAGE;
-        let pages = match (x.policy, x.cap) {
-            (Policy::Cap, Some(c)) => requested.min(c.0.div_ceil(PAGE)),
+        let pages = match (x.policy, x.cap_bytes()) {
+            (Policy::Cap, Some(c)) => requested.min(c / PAGE),
             _ => requested,
         };
         Spe {
@@ -275,9 +275,11 @@ impl Component for Spe {
             }
             SpeEv::WindowIrq => {
                 // perf's handler ends the AUX transaction and begins the next on the
-                // other half: PMBLIMITR_EL1 written to 0, then to the new limit, each
-                // trapped in a guest, where KVM applies its policy to the new window.
-                // On the host nothing traps: the unit resumes once PMBIRQ is handled.
+                // other half (`arm_spe_pmu_irq_handler`: PMBPTR and PMBLIMITR written,
+                // PMBSR cleared); in a guest KVM applies its policy to the old window
+                // and the new one there. Booked as one `pmbirq` exit carrying that
+                // work: the handler's register traps are not exits of their own. On
+                // the host nothing traps: the unit resumes once PMBIRQ is handled.
                 let now = s.now();
                 let me = m.parts.get();
                 if !me.enabled || me.enable_seq != me.halted_in {
@@ -337,7 +339,7 @@ impl Component for Spe {
                     if me.guest {
                         let v = me.vcpu;
                         let p = hv(m).vcpus[v as usize].processor;
-                        hypervisor::hyp_work(m, s, p, t, None, Some(Exit::Timer));
+                        hypervisor::hyp_work(m, s, p, t, None, None);
                     }
                 }
                 s.after(every, P::ev(SpeEv::UnpinTimer, 0));

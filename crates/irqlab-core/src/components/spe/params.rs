@@ -255,13 +255,19 @@ fn d_ghz() -> f64 {
 pub const PAGE: u64 = 4096;
 
 impl Spe {
-    /// `vcpus`: the guest's vCPUs if `[vcpu_sched]` is configured.
     /// The AUX buffer perf maps: `-m,SIZE` rounded up to a power of two pages
     /// (tools/perf/util/evlist.c, `parse_pages_arg`: "rounding mmap pages size").
     pub fn aux_bytes(&self) -> u64 {
         self.buffer.0.div_ceil(PAGE).next_power_of_two() * PAGE
     }
 
+    /// The buffer the guest gets under policy `cap`: the VMM's cap, a power of
+    /// two pages as perf's buffers are.
+    pub fn cap_bytes(&self) -> Option<u64> {
+        self.cap.map(|c| c.0.div_ceil(PAGE).next_power_of_two() * PAGE)
+    }
+
+    /// `vcpus`: the guest's vCPUs if `[vcpu_sched]` is configured.
     pub fn check(&self, vcpus: Option<u32>, ctx: &Ctx) -> Check {
         let p = "spe";
         if ctx.warmup.ps() > 0 {
@@ -282,12 +288,19 @@ impl Spe {
         if self.aux_bytes() > self.guest_memory.0 {
             return err(
                 format!("{p}.buffer"),
-                format!("{} bytes do not fit in guest_memory ({} bytes)", self.buffer.0, self.guest_memory.0),
+                format!(
+                    "{} bytes ({} as perf maps it, a power of two pages) do not fit in guest_memory ({} bytes)",
+                    self.buffer.0,
+                    self.aux_bytes(),
+                    self.guest_memory.0
+                ),
             );
         }
         match (self.policy, self.cap) {
             (Policy::Cap, None) => return err(format!("{p}.cap"), "policy \"cap\" needs a cap, like \"4M\""),
-            (Policy::Cap, Some(c)) if c.0 < PAGE => return err(format!("{p}.cap"), "must be at least 4K"),
+            (Policy::Cap, Some(c)) if c.0 < 2 * PAGE => {
+                return err(format!("{p}.cap"), "must be at least 8K (two pages, arm_spe_pmu_setup_aux)")
+            }
             (Policy::Cap, Some(_)) => {}
             (_, Some(_)) => return err(format!("{p}.cap"), "is only read by policy = \"cap\""),
             _ => {}

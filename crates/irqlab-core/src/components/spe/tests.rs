@@ -189,6 +189,8 @@ fn bad_input_names_its_key() {
     bad(&["spe.cap=\"4M\""], "spe.cap");
     bad(&["spe.policy=cap"], "spe.cap");
     bad(&["spe.policy=keep-pinned-timer"], "spe.unpin_timer");
+    // Two pages at least (arm_spe_pmu_setup_aux): a 4K cap never moved its window.
+    bad(&["spe.policy=cap", "spe.cap=\"4K\""], "spe.cap");
     bad(&["spe.vcpu=3"], "spe.vcpu");
     bad(&["warmup=\"1s\""], "warmup");
     bad(&["spe.buffer=\"12Q\""], "spe.buffer");

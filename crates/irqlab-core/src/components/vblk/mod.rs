@@ -46,6 +46,8 @@ pub enum IoState {
     Submitting,
     AtDevice,
     Completing,
+    /// Completed, waiting for fio's thread to reap it.
+    Reaping,
 }
 
 #[derive(Default)]
@@ -136,6 +138,7 @@ impl Component for Vblk {
                 if me.state[io as usize] != IoState::Completing {
                     me.bad += 1;
                 }
+                me.state[io as usize] = IoState::Reaping;
                 me.completed += 1;
                 me.per_job[(io / me.iodepth) as usize] += 1;
                 // fio's thread gets the vCPU behind what is queued there (the
@@ -146,6 +149,9 @@ impl Component for Vblk {
             }
             VblkEv::Reaped => {
                 let me = m.parts.get();
+                if me.state[io as usize] != IoState::Reaping {
+                    me.bad += 1;
+                }
                 me.clat.record(now - me.issued[io as usize]);
                 submit::<P>(m, s, io);
             }
