@@ -269,9 +269,7 @@ impl Component for Spe {
                 let me = m.parts.get();
                 me.close_blackout(now);
                 let cost = me.c.map_fault;
-                let v = me.vcpu;
-                let p = hv(m).vcpus[v as usize].processor;
-                hypervisor::hyp_work(m, s, p, cost, Some(P::ev(SpeEv::Mapped, 0)), Some(Exit::Pmbirq));
+                kvm_work(m, s, cost, Some(P::ev(SpeEv::Mapped, 0)), Some(Exit::Pmbirq));
             }
             SpeEv::WindowIrq => {
                 // perf's handler ends the AUX transaction and begins the next on the
@@ -293,9 +291,7 @@ impl Component for Spe {
                 }
                 me.close_blackout(now);
                 let cost = me.on_disable(now) + me.on_enable(now);
-                let v = me.vcpu;
-                let p = hv(m).vcpus[v as usize].processor;
-                hypervisor::hyp_work(m, s, p, cost, Some(P::ev(SpeEv::Mapped, 0)), Some(Exit::Pmbirq));
+                kvm_work(m, s, cost, Some(P::ev(SpeEv::Mapped, 0)), Some(Exit::Pmbirq));
             }
             SpeEv::Mapped => {
                 let now = s.now();
@@ -337,9 +333,7 @@ impl Component for Spe {
                     me.stats.timer_unpins_in_use += me.enabled as u64;
                     me.unpin_all(now, t);
                     if me.guest {
-                        let v = me.vcpu;
-                        let p = hv(m).vcpus[v as usize].processor;
-                        hypervisor::hyp_work(m, s, p, t, None, None);
+                        kvm_work(m, s, t, None, None);
                     }
                 }
                 s.after(every, P::ev(SpeEv::UnpinTimer, 0));
@@ -625,6 +619,13 @@ fn cpu<P: Has<Spe>>(m: &mut Machine<P>, s: &mut Scheduler<Ev>, cost: Ps) {
     }
 }
 
+/// KVM's (or a host worker's) work on the pCPU under the profiled vCPU, which waits for it.
+fn kvm_work<P: Has<Spe>>(m: &mut Machine<P>, s: &mut Scheduler<Ev>, cost: Ps, then: Option<Ev>, why: Option<Exit>) {
+    let v = m.parts.get_ref().vcpu;
+    let p = hv(m).vcpus[v as usize].processor;
+    hypervisor::hyp_work(m, s, p, cost, then, why);
+}
+
 /// A write to PMBLIMITR_EL1: in a guest it traps, and KVM works `cost` with the vCPU stopped.
 fn trap<P: Has<Spe>>(m: &mut Machine<P>, s: &mut Scheduler<Ev>, cost: Ps) {
     trap_then(m, s, cost, SpeEv::Step)
@@ -632,11 +633,8 @@ fn trap<P: Has<Spe>>(m: &mut Machine<P>, s: &mut Scheduler<Ev>, cost: Ps) {
 
 /// `trap`, then `then` (once KVM's work is done, or at once on the host).
 fn trap_then<P: Has<Spe>>(m: &mut Machine<P>, s: &mut Scheduler<Ev>, cost: Ps, then: SpeEv) {
-    let me = m.parts.get();
-    if me.guest {
-        let v = me.vcpu;
-        let p = hv(m).vcpus[v as usize].processor;
-        hypervisor::hyp_work(m, s, p, cost, Some(P::ev(then, 0)), Some(Exit::Sysreg));
+    if m.parts.get().guest {
+        kvm_work(m, s, cost, Some(P::ev(then, 0)), Some(Exit::Sysreg));
     } else {
         s.after(0, P::ev(then, 0));
     }
