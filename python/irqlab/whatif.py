@@ -245,20 +245,29 @@ def reachability(
                 w = with_ if kernel == "pmr" else "daif"
                 m = _run(wedge_scenario(base, kernel, w, mech, wedge_ns, disp, sdei_signal_ns, handler_ns), seed)
                 m = m["metrics"]
-                reached = m["crosscall.bt.reached"] == 1.0 and m["crosscall.bt.time_to_all_ns"] <= WAIT_NS
+                latency_us = _reached_us(m, WAIT_NS)
                 rows.append(
                     {
                         "wedge": wedge,
                         "mechanism": mech,
                         "sdei_dispatch_ns": disp if mech == "sdei" else None,
-                        "reached": reached,
-                        "latency_us": m["crosscall.bt.time_to_all_ns"] / 1e3 if reached else None,
+                        "reached": latency_us is not None,
+                        "latency_us": latency_us,
                         "steady_state_throughput_cost": (1 - tax_ratio)
                         if (mech == "pseudo-nmi" and tax_ratio)
                         else 0.0,
                     }
                 )
     return rows
+
+
+def _reached_us(metrics: dict[str, Any], wait_ns: float) -> float | None:
+    """When the cross-call reached the wedged CPU, µs after the request, if it
+    did within the requester's wait; else None."""
+    t = metrics.get("crosscall.bt.time_to_all_ns")
+    if metrics["crosscall.bt.reached"] != 1.0 or t is None or t > wait_ns:
+        return None
+    return float(t) / 1e3
 
 
 #: `smp_send_stop` (arch/arm64/kernel/smp.c, also under `crash_smp_send_stop`):
@@ -281,15 +290,15 @@ def stopping(base: Base, wedge_ns: float, handler_ns: float, seed: int) -> list[
         wait = STOP_IPI_WAIT_NS + (STOP_NMI_WAIT_NS if escalate else 0.0)
         sc = wedge_scenario(base, kernel, with_, "ipi", wedge_ns, 0.0, 0.0, handler_ns, escalate, wait)
         m = _run(sc, seed)["metrics"]
-        reached = m["crosscall.bt.reached"] == 1.0 and m["crosscall.bt.time_to_all_ns"] <= wait
+        latency_us = _reached_us(m, wait)
         by = [k for k in ("ipi", "pseudo-nmi") if m.get(f"crosscall.bt.reached_by.{k}", 0) > 0]
         rows.append(
             {
                 "kernel": "pseudo-NMI" if kernel == "pmr" else "DAIF",
                 "wedge": wedge,
-                "stopped": reached,
-                "latency_us": m["crosscall.bt.time_to_all_ns"] / 1e3 if reached else None,
-                "by": by[0] if reached and by else None,
+                "stopped": latency_us is not None,
+                "latency_us": latency_us,
+                "by": by[0] if latency_us is not None and by else None,
             }
         )
     return rows
