@@ -141,12 +141,18 @@ fn after_perf_exits_policy_2_keeps_memory_pinned_and_policy_3_frees_it() {
     assert_eq!(three["spe.elapsed_s"], at_exit["spe.elapsed_s"]);
 }
 
+/// A run of the base with one override, for what `m2` would refuse (an
+/// unfinished command) or does not return (the warnings).
+fn report_with(set: &str) -> crate::engine::stats::Report {
+    let sc = crate::load(BASE, "m2.toml", &[set.to_string()]).expect("valid scenario");
+    run(&sc, RunOptions::default()).report
+}
+
 #[test]
 fn a_run_too_short_for_the_command_says_so() {
-    let sc = crate::load(BASE, "m2.toml", &["duration=\"1s\"".to_string()]).expect("valid scenario");
-    let out = run(&sc, RunOptions::default());
-    assert_eq!(out.report.metrics["spe.finished"], 0.0);
-    assert!(out.report.warnings.iter().any(|w| w.contains("had not finished")), "{:?}", out.report.warnings);
+    let r = report_with("duration=\"1s\"");
+    assert_eq!(r.metrics["spe.finished"], 0.0);
+    assert!(r.warnings.iter().any(|w| w.contains("had not finished")), "{:?}", r.warnings);
 }
 
 #[test]
@@ -323,14 +329,13 @@ fn a_cycle_leaves_out_walks_that_pinned_nothing() {
 }
 
 /// perf maps the AUX buffer in a power of two pages (`parse_pages_arg` rounds
-/// `-m` up and says so), and SPE needs two pages at least: `-m,100M` maps and
-/// pins as 128M with a warning, 4K is refused (it ran, and never moved its window).
+/// `-m` up and says so): `-m,100M` maps and pins as 128M, with a warning; a
+/// buffer under two pages is refused (4K ran, and never moved its window).
 #[test]
 fn the_buffer_is_what_perf_maps() {
-    let sc = crate::load(BASE, "m2.toml", &["spe.buffer=\"100M\"".to_string()]).expect("valid");
-    let out = run(&sc, RunOptions::default());
-    assert_eq!(out.report.metrics["spe.buffer_mb"], 128.0);
-    assert!(out.report.warnings.iter().any(|w| w.contains("100 MB asked, 128 MB mapped")), "{:?}", out.report.warnings);
+    let r = report_with("spe.buffer=\"100M\"");
+    assert_eq!(r.metrics["spe.buffer_mb"], 128.0);
+    assert!(r.warnings.iter().any(|w| w.contains("100 MB asked, 128 MB mapped")), "{:?}", r.warnings);
     let e = crate::load(BASE, "m2.toml", &["spe.buffer=\"4K\"".to_string()]).unwrap_err();
     assert!(e.0.contains("spe.buffer") && e.0.contains("8K"), "{}", e.0);
 }
