@@ -148,6 +148,9 @@ pub struct Audit {
     pub disabled_orphans: u64,
     /// Sources still disabled at the end (re-enabled later by a queued timer).
     pub disabled_at_end: u64,
+    /// Writes a component took from their sources for a handler that has not
+    /// started (a posted-MSI pass's vectors after the running one).
+    pub events_taken: u64,
 }
 
 /// A NAPI context (`struct napi_struct`): a component's queue polled in softirq.
@@ -512,7 +515,7 @@ impl<P: Parts> Machine<P> {
                     + if s.vpending { s.vevents as u64 } else { 0 }
             })
             .sum();
-        in_fabric + held
+        in_fabric + held + self.audit.events_taken
     }
 
     /// Zeroes every metric at the end of warm-up.
@@ -620,13 +623,13 @@ impl<P: Parts> Protocol for Machine<P> {
     }
 
     fn finish(&mut self, _now: Ps) -> ((Audit, u64), Tracer) {
+        P::audit(self);
         let pending = self.pending_events();
         if let Some(log) = &self.fabric.log {
             self.audit.fabric_peak = crate::platform::fabric::peak_in_service(log) as u64;
         }
         self.audit.path_peak =
             self.paths.iter().filter_map(|p| p.log.as_deref()).map(crate::platform::fabric::peak_in_service).max().unwrap_or(0) as u64;
-        P::audit(self);
         ((self.audit.clone(), pending), std::mem::replace(&mut self.tracer, Tracer::disabled()))
     }
 }
