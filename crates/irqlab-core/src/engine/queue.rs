@@ -66,6 +66,8 @@ impl<E> Ord for Entry<E> {
     }
 }
 
+const NO_HELD: u128 = u128::MAX;
+
 /// Binary heap keyed by `(time, seq)` plus a FIFO for events scheduled at the
 /// current instant, which are common (a handler that triggers the next step at
 /// once) and need no heap work.
@@ -77,9 +79,22 @@ impl<E> Ord for Entry<E> {
 /// the events out, removes a spent top that nothing overwrote (`settle`);
 /// `len` and `peek_time` leave it out. Keys are unique, so the pop order is
 /// the same either way.
+///
+/// A push that finds no spent top to overwrite is held out of the heap if it
+/// is earlier than the event held so far (which then goes in): a second event
+/// a handler schedules is often the next one due (a CPU's phase end, a few
+/// hundred ns ahead, beside arrivals µs ahead), and a held event that is the
+/// earliest leaves with one comparison, no sift up and no sift down. A pop
+/// takes the held event when its key is below the heap top's. On the
+/// reference model this is 7 % more interrupts per second; the NVMe and NIC
+/// figures, with hundreds of events pending, run at the same speed.
 pub struct HeapQueue<E> {
     heap: BinaryHeap<Entry<E>>,
     spent_top: bool,
+    /// One event held out of the heap (`NO_HELD` when none): the earliest
+    /// of those pushed while no spent top could take them.
+    held_key: u128,
+    held_ev: Option<E>,
     now_fifo: VecDeque<E>,
     fifo_at: Ps,
     seq: u64,
@@ -94,7 +109,15 @@ impl<E> Default for HeapQueue<E> {
 impl<E> HeapQueue<E> {
     /// A queue with room for `n` events before the heap reallocates.
     pub fn with_capacity(n: usize) -> Self {
-        Self { heap: BinaryHeap::with_capacity(n), spent_top: false, now_fifo: VecDeque::with_capacity(64), fifo_at: 0, seq: 0 }
+        Self {
+            heap: BinaryHeap::with_capacity(n),
+            spent_top: false,
+            held_key: NO_HELD,
+            held_ev: None,
+            now_fifo: VecDeque::with_capacity(64),
+            fifo_at: 0,
+            seq: 0,
+        }
     }
 
     /// Removes a top that was handed out and not overwritten.
@@ -110,6 +133,9 @@ impl<E> HeapQueue<E> {
     /// caller of `BinaryHeap::pop` keeps LLVM from inlining it in the run loop.)
     pub(crate) fn drain_in_order(&mut self) -> Vec<(Ps, E)> {
         self.settle();
+        if let Some(ev) = self.held_ev.take() {
+            self.heap.push(Entry { key: std::mem::replace(&mut self.held_key, NO_HELD), ev });
+        }
         // Ord is reversed (earliest is greatest), so the ascending sort is latest first.
         let mut out: Vec<(Ps, E)> = std::mem::take(&mut self.heap).into_sorted_vec().into_iter().rev().map(|e| (e.at(), e.ev)).collect();
         let at = self.fifo_at;
@@ -151,6 +177,12 @@ impl<E: Copy> EventQueue<E> for HeapQueue<E> {
                 self.spent_top = false;
                 // Dropping the guard sifts the new entry down from the top.
                 *self.heap.peek_mut().expect("a spent top is in the heap") = e;
+            } else if e.key < self.held_key {
+                // The earlier of the two stays held: it may be the next out.
+                if let Some(ev) = self.held_ev.replace(e.ev) {
+                    self.heap.push(Entry { key: self.held_key, ev });
+                }
+                self.held_key = e.key;
             } else {
                 self.heap.push(e);
             }
@@ -159,32 +191,30 @@ impl<E: Copy> EventQueue<E> for HeapQueue<E> {
 
     #[inline]
     fn pop(&mut self) -> Option<(Ps, E)> {
-        self.settle();
-        // Heap entries at the FIFO's instant were pushed before it filled (while
-        // time was still earlier), so they keep their place ahead of it.
-        if !self.now_fifo.is_empty() {
-            match self.heap.peek() {
-                Some(top) if top.at() <= self.fifo_at => {}
-                _ => return self.now_fifo.pop_front().map(|e| (self.fifo_at, e)),
-            }
-        }
-        self.take_top()
+        self.pop_until(Ps::MAX)
     }
 
     #[inline]
     fn pop_until(&mut self, until: Ps) -> Option<(Ps, E)> {
         self.settle();
-        if !self.now_fifo.is_empty() {
-            match self.heap.peek() {
-                Some(top) if top.at() <= self.fifo_at => {}
-                _ if self.fifo_at <= until => return self.now_fifo.pop_front().map(|e| (self.fifo_at, e)),
-                _ => return None,
+        let top = self.heap.peek().map_or(NO_HELD, |t| t.key);
+        let key = top.min(self.held_key);
+        // Keyed entries at the FIFO's instant were pushed before it filled (while
+        // time was still earlier), so they keep their place ahead of it.
+        if !self.now_fifo.is_empty() && (key == NO_HELD || (key >> 64) as Ps > self.fifo_at) {
+            if self.fifo_at <= until {
+                return self.now_fifo.pop_front().map(|e| (self.fifo_at, e));
             }
+            return None;
         }
-        match self.heap.peek() {
-            Some(top) if top.at() <= until => self.take_top(),
-            _ => None,
+        if key == NO_HELD || (key >> 64) as Ps > until {
+            return None;
         }
+        if key < top {
+            self.held_key = NO_HELD;
+            return self.held_ev.take().map(|e| ((key >> 64) as Ps, e));
+        }
+        self.take_top()
     }
 
     fn peek_time(&self) -> Option<Ps> {
@@ -192,6 +222,11 @@ impl<E: Copy> EventQueue<E> for HeapQueue<E> {
         let h = match self.spent_top {
             false => self.heap.peek().map(|e| e.at()),
             true => self.heap.iter().filter(|e| !std::ptr::eq(*e, self.heap.peek().unwrap())).map(|e| e.at()).min(),
+        };
+        let h = match (h, self.held_ev.is_some()) {
+            (Some(h), true) => Some(h.min((self.held_key >> 64) as Ps)),
+            (None, true) => Some((self.held_key >> 64) as Ps),
+            (h, false) => h,
         };
         match (h, self.now_fifo.is_empty()) {
             (Some(h), false) => Some(h.min(self.fifo_at)),
@@ -201,7 +236,7 @@ impl<E: Copy> EventQueue<E> for HeapQueue<E> {
     }
 
     fn len(&self) -> usize {
-        self.heap.len() - self.spent_top as usize + self.now_fifo.len()
+        self.heap.len() - self.spent_top as usize + self.now_fifo.len() + self.held_ev.is_some() as usize
     }
 }
 
