@@ -91,10 +91,13 @@ fn compare(curr: &Stats, prev: &Stats) -> Cmp {
 
 impl Default for Dim {
     fn default() -> Self {
+        // A zeroed `struct dim` (`mlx5e_dim_enable` kvzallocs it): index 0 and
+        // parked on top, while the CQ was created at the default profile
+        // (`default_profile`), so the first decision starts from 0.
         Dim {
-            profile_ix: DEFAULT_PROFILE,
+            profile_ix: 0,
             profiles: &RX_EQE_PROFILES,
-            tune: Tune::ParkingOnTop, // a zeroed `struct dim`
+            tune: Tune::ParkingOnTop,
             steps_left: 0,
             steps_right: 0,
             tired: 0,
@@ -107,11 +110,18 @@ impl Default for Dim {
 }
 
 impl Dim {
-    /// DIM at its default profile, over the CQE profiles in timer reset mode
+    /// DIM over the CQE profiles in timer reset mode
     /// (`net_dim_get_def_rx_moderation(cq_period_mode)`), else the EQE ones.
     pub fn new(cqe_mode: bool) -> Self {
         let profiles = if cqe_mode { &RX_CQE_PROFILES } else { &RX_EQE_PROFILES };
         Dim { profiles, ..Dim::default() }
+    }
+
+    /// The moderation the CQ is created with (`net_dim_get_def_rx_moderation`),
+    /// before DIM's first decision: (time, packets).
+    pub fn default_profile(&self) -> (Ps, u32) {
+        let (us, pkts) = self.profiles[DEFAULT_PROFILE];
+        (us * PS_PER_US, pkts)
     }
 
     /// The current moderation: (time, packets).

@@ -22,8 +22,16 @@ pub struct QueueMod {
     /// Completions not signalled yet, and the armed time threshold.
     pub unsignalled: u32,
     /// Where the time threshold counts from: the first unsignalled completion,
-    /// or in timer reset mode the latest one.
+    /// in timer reset mode the latest one, and with `from_event` the queue's
+    /// last interrupt.
     pub first: Ps,
+    /// mlx5's EQE mode (`MLX5_CQ_PERIOD_MODE_START_FROM_EQE`, a NIC queue
+    /// without `cqe_mode`): the period restarts when the CQ generates an event,
+    /// so it is the least gap between two interrupts, and a completion that
+    /// comes when it has run out signals at once. (NVMe's aggregation time
+    /// counts from the first completion: `from_event` is off there.)
+    pub from_event: bool,
+    pub last_event: Ps,
     pub timer: Option<TimerHandle>,
     /// Current thresholds: time (counted from `first`) and count.
     pub usecs: Ps,
@@ -42,6 +50,8 @@ impl QueueMod {
             cqe_mode: m.cqe_mode,
             unsignalled: 0,
             first: 0,
+            from_event: false,
+            last_event: 0,
             timer: None,
             usecs: m.usecs.ps(),
             frames: m.frames,
@@ -52,7 +62,7 @@ impl QueueMod {
         };
         if m.kind == ModerationKind::Dim {
             let d = dim::Dim::new(m.cqe_mode);
-            (q.usecs, q.frames) = d.profile();
+            (q.usecs, q.frames) = d.default_profile();
             q.dim = Some(d);
         }
         q
@@ -62,7 +72,7 @@ impl QueueMod {
     #[inline]
     pub fn add(&mut self, now: Ps, n: u32) {
         if self.unsignalled == 0 || self.cqe_mode {
-            self.first = now;
+            self.first = if self.from_event && self.unsignalled == 0 { self.last_event } else { now };
         }
         self.unsignalled += n;
     }
@@ -74,19 +84,21 @@ impl QueueMod {
         if self.unsignalled == 0 {
             return false;
         }
-        match self.due(self.unsignalled, self.first) {
-            None => {
-                self.unsignalled = 0;
-                if let Some(h) = self.timer.take() {
-                    s.cancel(h);
-                }
-                true
-            }
-            Some(at) => {
+        let due = self.due(self.unsignalled, self.first);
+        match due {
+            Some(at) if !(self.from_event && at <= s.now()) => {
                 if self.timer.is_none() && at != NEVER {
                     self.timer = Some(s.timer_after(at.saturating_sub(s.now()), timer));
                 }
                 false
+            }
+            _ => {
+                self.unsignalled = 0;
+                self.last_event = s.now();
+                if let Some(h) = self.timer.take() {
+                    s.cancel(h);
+                }
+                true
             }
         }
     }
@@ -104,7 +116,11 @@ impl QueueMod {
                 return false;
             }
         }
-        std::mem::take(&mut self.unsignalled) > 0
+        let fired = std::mem::take(&mut self.unsignalled) > 0;
+        if fired {
+            self.last_event = s.now();
+        }
+        fired
     }
 
     /// With `waiting` completions unsignalled, the time counted from `first`: fire now, or at which time.

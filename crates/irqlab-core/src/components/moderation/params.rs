@@ -105,9 +105,11 @@ pub struct Moderation {
     /// Timer reset mode ("CQE mode": ethtool's `use_cqe_mode_rx`, mlx5's
     /// `rx_cqe_moder`): every completion restarts the time threshold, so the
     /// timer fires when the queue goes idle and a busy queue signals at its
-    /// count threshold. Off: the time runs from the first unsignalled
-    /// completion (Documentation/networking/ethtool-netlink.rst, "Timer reset
-    /// mode"). With DIM it also selects DIM's CQE profiles (lib/dim/net_dim.c).
+    /// count threshold. Off: on a NIC queue the time runs from the queue's
+    /// last interrupt (mlx5's `MLX5_CQ_PERIOD_MODE_START_FROM_EQE`), on an NVMe
+    /// CQ from the first unsignalled completion (aggregation time)
+    /// (Documentation/networking/ethtool-netlink.rst, "Timer reset mode").
+    /// With DIM it also selects DIM's CQE profiles (lib/dim/net_dim.c).
     /// Static with `frames = 0` then signals a busy queue only when it pauses
     /// for `usecs` (or its ring fills): as ethtool documents, not a bug.
     #[serde(default)]

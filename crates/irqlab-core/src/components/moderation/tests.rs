@@ -382,10 +382,14 @@ impl crate::engine::Model for Scripted {
 }
 
 fn signals_at(cqe_mode: bool, frames: u32, completions_us: &[u64]) -> Vec<u64> {
+    signals_with(cqe_mode, false, frames, completions_us)
+}
+
+fn signals_with(cqe_mode: bool, from_event: bool, frames: u32, completions_us: &[u64]) -> Vec<u64> {
     use crate::components::moderation::params::{Moderation, ModerationKind};
     use crate::engine::time::PS_PER_US;
     let m = Moderation { kind: ModerationKind::Static, usecs: crate::scenario::units::Time(3 * PS_PER_US), frames, cqe_mode, gsim: true };
-    let mut model = Scripted { q: super::QueueMod::new(&m), signals: vec![] };
+    let mut model = Scripted { q: super::QueueMod { from_event, ..super::QueueMod::new(&m) }, signals: vec![] };
     let mut s = crate::engine::Scheduler::new();
     for &t in completions_us {
         s.at(t * PS_PER_US, crate::platform::machine::Ev::Fire(0));
@@ -408,6 +412,16 @@ fn in_timer_reset_mode_each_completion_restarts_the_time_threshold() {
     assert_eq!(signals_at(true, 8, &steady), vec![14, 30, 41]);
 }
 
+/// mlx5's EQE mode (a NIC queue without `cqe_mode`): the period runs from the
+/// queue's last interrupt, so a completion after it has run out signals at
+/// once, and one within it waits for its end.
+#[test]
+fn in_eqe_mode_the_period_runs_from_the_last_interrupt() {
+    // 3 us from the start (no interrupt yet), then from the one at 3: 6; 20 is long after.
+    assert_eq!(signals_with(false, true, 0, &[0, 2, 4, 20, 21]), vec![3, 6, 20, 23]);
+    assert_eq!(signals_at(false, 0, &[0, 2, 4, 20, 21]), vec![3, 7, 23], "NVMe's aggregation: from the first completion");
+}
+
 #[test]
 fn nvme_has_no_timer_reset_mode() {
     let e = load(NVME, "n.toml", &["nvme.0.moderation={kind=\"static\",usecs=\"100us\",cqe_mode=true}".into()]).unwrap_err().0;
@@ -416,7 +430,7 @@ fn nvme_has_no_timer_reset_mode() {
     assert!(e.contains("moderation.cqe_mode"), "{e}");
 }
 
-/// DIM starts at its default profile of the table its mode selects:
+/// The CQ starts at DIM's default profile of the table its mode selects:
 /// 8 us x 256 (EQE) or 8 us x 128 (CQE, `NET_DIM_RX_CQE_PROFILES[1]`).
 #[test]
 fn dim_in_timer_reset_mode_starts_at_the_cqe_default_profile() {
@@ -429,6 +443,9 @@ fn dim_in_timer_reset_mode_starts_at_the_cqe_default_profile() {
     };
     assert_eq!(dim(false), (8, 256));
     assert_eq!(dim(true), (8, 128));
+    // DIM's own state is a zeroed `struct dim` (kvzalloc in mlx5e_dim_enable): index 0.
+    let m = Moderation { kind: ModerationKind::Dim, cqe_mode: true, ..Moderation::default() };
+    assert_eq!(super::QueueMod::new(&m).dim.expect("dim").profile_ix, 0);
 }
 
 /// `moderation = "dim"` is `{ kind = "dim" }` (a newcomer wrote the first and

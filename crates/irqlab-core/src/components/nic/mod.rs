@@ -229,7 +229,7 @@ impl Component for Nic {
                     ring_pkts: VecDeque::new(),
                     armed: true,
                     polling: n.moderation.kind == ModerationKind::Polling,
-                    modq: QueueMod::new(&n.moderation),
+                    modq: QueueMod { from_event: !n.moderation.cqe_mode, ..QueueMod::new(&n.moderation) },
                     poll_n: 0,
                     remapped,
                 });

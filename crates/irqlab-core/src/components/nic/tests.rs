@@ -203,3 +203,24 @@ fn a_busy_polled_queues_cpu_never_idles() {
     let irq = go(&light);
     assert!(irq.report.metrics["cpu0.idle_share"] > 0.8, "{}", irq.report.metrics["cpu0.idle_share"]);
 }
+
+/// mlx5's EQE mode (`MLX5_CQ_PERIOD_MODE_START_FROM_EQE`): the period restarts
+/// when the CQ generates an interrupt, so it is the least gap between two; a
+/// frame that comes once it has run out interrupts at once. In CQE (timer
+/// reset) mode the frame waits the period out. Busy, the queue interrupts at
+/// most once a period either way.
+#[test]
+fn the_eqe_mode_period_is_the_least_gap_between_interrupts_not_a_wait() {
+    let eqe = "nic.0.moderation={kind=\"static\",usecs=\"50us\",frames=1000}";
+    let cqe = "nic.0.moderation={kind=\"static\",usecs=\"50us\",frames=1000,cqe_mode=true}";
+    // ~800 frames/s, ~1.2 ms apart: far more than a period since the last interrupt.
+    let sparse = ["nic.0.gbps=0.01", "nic.0.per_packet=\"200ns\""];
+    let p50 = |o: &RunOutput| o.report.histograms["nic.eth.latency"].p50;
+    let (e, c) = (go(&[&sparse[..], &[eqe]].concat()), go(&[&sparse[..], &[cqe]].concat()));
+    assert!(p50(&e) < 10_000.0, "EQE mode, sparse frames: p50 {} ns", p50(&e));
+    assert!(p50(&c) > 50_000.0, "CQE mode waits the period: p50 {} ns", p50(&c));
+    // ~83 K frames/s, ~12 us apart: at most one interrupt per 50 us.
+    let busy = go(&["nic.0.gbps=1", "nic.0.per_packet=\"200ns\"", eqe]).report.metrics;
+    let irqs = busy["source.eth.interrupts_per_s"];
+    assert!(irqs < 20_000.0 * 1.01 && irqs > 10_000.0, "{irqs} interrupts/s");
+}
