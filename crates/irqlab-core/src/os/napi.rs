@@ -48,27 +48,44 @@ impl<P: Parts> Machine<P> {
     pub fn start_softirqs(&mut self, s: &mut Scheduler<Ev>, c: usize, level: Level) -> bool {
         let now = s.now();
         let budget = self.c.netdev_budget;
-        let sn = &mut self.cpus[c].softnet[level as usize];
+        let cpu = &mut self.cpus[c];
+        let sn = &mut cpu.softnet[level as usize];
         (sn.left, sn.rx_since, sn.restarts, sn.do_since) = (budget, now, MAX_SOFTIRQ_RESTART, now);
+        sn.pass_left = cpu.napi_list[level as usize].len();
         self.run_softirqs(s, c, level)
     }
 
     /// A poll round took `work` packets: whether this `__do_softirq` must stop
-    /// and leave the rest to ksoftirqd. `net_rx_action` stops at `netdev_budget`
-    /// packets or `netdev_budget_usecs` (a time squeeze) and re-raises NET_RX;
+    /// and leave the rest to ksoftirqd. `net_rx_action` polls each context of
+    /// the list it took once; one that used its budget waits in `repoll` for
+    /// the next `net_rx_action`. It ends when that list is through with
+    /// something to repoll (contexts scheduled meanwhile and nothing to
+    /// repoll: it takes them on), or at `netdev_budget` packets or
+    /// `netdev_budget_usecs` (a time squeeze); then it re-raises NET_RX and
     /// `__do_softirq` restarts while it has restarts and time left.
     fn softnet_spent(&mut self, c: usize, level: Level, work: u32, now: Ps) -> bool {
         let (budget, limit) = (self.c.netdev_budget, self.c.netdev_budget_time);
-        let sn = &mut self.cpus[c].softnet[level as usize];
+        let lv = level as usize;
+        let cpu = &mut self.cpus[c];
+        let sn = &mut cpu.softnet[lv];
         sn.left -= work as i64;
-        if sn.left > 0 && now - sn.rx_since < limit {
+        let squeezed = sn.left <= 0 || now - sn.rx_since >= limit;
+        if !squeezed && sn.pass_left == 0 && sn.repoll.is_empty() {
+            // `goto start`: what was scheduled meanwhile, on the same budget (or nothing left).
+            sn.pass_left = cpu.napi_list[lv].len();
             return false;
         }
-        self.n.time_squeeze += 1;
+        if !squeezed && sn.pass_left > 0 {
+            return false;
+        }
+        self.n.time_squeeze += squeezed as u64;
+        // The list's rest, then what was scheduled meanwhile (already in that
+        // order in the poll list), then `repoll`, are the poll list again.
+        cpu.napi_list[lv].extend(sn.repoll.drain(..));
         sn.restarts = sn.restarts.saturating_sub(1);
         let restart = sn.restarts > 0 && now - sn.do_since < MAX_SOFTIRQ_TIME;
-        (sn.left, sn.rx_since) = (budget, now);
-        if restart {
+        (sn.left, sn.rx_since, sn.pass_left) = (budget, now, cpu.napi_list[lv].len());
+        if restart || cpu.napi_list[lv].is_empty() {
             return false;
         }
         self.n.ksoftirqd_wakeups += 1;
@@ -89,6 +106,8 @@ impl<P: Parts> Machine<P> {
     pub fn run_softirqs(&mut self, s: &mut Scheduler<Ev>, c: usize, level: Level) -> bool {
         let lv = level as usize;
         if let Some(q) = self.cpus[c].napi_list[lv].pop_front() {
+            let sn = &mut self.cpus[c].softnet[lv];
+            sn.pass_left = sn.pass_left.saturating_sub(1);
             let n = self.napis[q as usize];
             let left = P::napi_poll(self, n.owner, n.arg);
             self.push_frame(s, c, Frame::new(Work::Napi { q }, level, Mask::Open, left));
@@ -116,7 +135,8 @@ impl<P: Parts> Machine<P> {
         self.napis[q as usize].scheduled = false;
         let n = self.napis[q as usize];
         if P::napi_done(self, s, n.owner, n.arg) {
-            self.napi_enqueue(c, q);
+            self.napis[q as usize].scheduled = true;
+            self.cpus[c].softnet[level as usize].repoll.push_back(q);
         }
         // Over a waiting job thread, `__do_softirq` hands the rest to ksoftirqd,
         // which shares the CPU with the thread (`idle_work`): a flood of packets
@@ -127,6 +147,11 @@ impl<P: Parts> Machine<P> {
         // Out of budget, restarts and time: the rest waits for ksoftirqd, which
         // runs when the CPU would idle (at once on an idle CPU; in turns with job threads).
         defer |= self.softnet_spent(c, level, n.work, s.now());
+        if defer {
+            // ksoftirqd's fresh `net_rx_action` polls them all.
+            let cpu = &mut self.cpus[c];
+            cpu.napi_list[level as usize].extend(cpu.softnet[level as usize].repoll.drain(..));
+        }
         if !defer && self.softirq_can_run(c, level) {
             self.run_softirqs(s, c, level);
         }

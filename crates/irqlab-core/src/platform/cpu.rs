@@ -145,12 +145,19 @@ impl Frame {
 /// Where a CPU's softirq processing stands against its limits: the packets
 /// left to this `net_rx_action` and when it started, and the restarts left to
 /// this `__do_softirq` and when it started (kernel/softirq.c, net/core/dev.c).
-#[derive(Clone, Copy, Debug, Default)]
+#[derive(Clone, Debug, Default)]
 pub struct Softnet {
     pub left: i64,
     pub rx_since: Ps,
     pub restarts: u32,
     pub do_since: Ps,
+    /// Contexts of the poll list the running `net_rx_action` took at its
+    /// start (its `list`) that it has not polled yet; those scheduled since
+    /// wait behind them in the poll list.
+    pub pass_left: usize,
+    /// Contexts that used their budget in this `net_rx_action` (its `repoll`):
+    /// polled again in the next one, not in this.
+    pub repoll: VecDeque<u32>,
 }
 
 pub struct Cpu {
