@@ -37,11 +37,11 @@ def test_m5_figures_pass(tmp_path: Path) -> None:
 
 
 def test_nic_with_vms_is_deterministic_and_injects(tmp_path: Path) -> None:
-    a, ta = irqlab.run(EX / "m5-nic-vms.toml", ["duration=15ms"], seed=3, trace=True)
-    b, tb = irqlab.run(EX / "m5-nic-vms.toml", ["duration=15ms"], seed=3, trace=True)
+    a, ta = irqlab.run(EX / "m5-nic-vms.toml", ["duration=15ms", "warmup=5ms"], seed=3, trace=True)
+    b, tb = irqlab.run(EX / "m5-nic-vms.toml", ["duration=15ms", "warmup=5ms"], seed=3, trace=True)
     assert json.dumps(a, sort_keys=True) == json.dumps(b, sort_keys=True)
     assert ta == tb
-    c, _ = irqlab.run(EX / "m5-nic-vms.toml", ["duration=15ms"], seed=4)
+    c, _ = irqlab.run(EX / "m5-nic-vms.toml", ["duration=15ms", "warmup=5ms"], seed=4)
     assert c["metrics"] != a["metrics"]
     m = a["metrics"]
     assert m["vm_exits_per_s"] > 0 and m["guest_interrupts"] > 0
