@@ -75,7 +75,8 @@ pub struct VcpuSched {
 #[serde(deny_unknown_fields)]
 pub struct SchedCosts {
     /// `schedule()` + `context_switch()`: pick the next unit, save one vCPU's EL1,
-    /// timer and vGIC state and restore another's.
+    /// timer and vGIC state and restore another's. A switch to or from the
+    /// idle vCPU pays half: it only saves, or only restores.
     #[serde(default)]
     pub context_switch: Time,
     /// A trapped WFI: `vcpu_block_unless_event_pending` before the schedule.
