@@ -100,7 +100,7 @@ pub(super) fn schedule<P: Parts>(m: &mut Machine<P>, s: &mut Scheduler<Ev>, p: u
             }
         },
     };
-    if next.is_some_and(|v| h.vcpus[v as usize].credit <= 0) {
+    if next.is_some_and(|v| epoch_over(h.vcpus[v as usize].credit, head_credit(h, Some(v)))) {
         reset_credit(h);
     }
     if next != cur {
@@ -144,19 +144,38 @@ pub(super) fn schedule<P: Parts>(m: &mut Machine<P>, s: &mut Scheduler<Ev>, p: u
     }
 }
 
-/// `csched2_runtime`: run until the best waiting vCPU would have more credit,
-/// within [min_timer, credit_init], and at least the rate limit.
+/// `csched2_runtime`: run until the runqueue's head (its most credit, any
+/// vCPU) would have more credit, or for its own credit if none waits with
+/// credit left; at least `CSCHED2_MIN_TIMER` and what is left of the rate
+/// limit, at most `CSCHED2_MAX_TIMER` (`credit_init`).
 fn set_slice<P: Parts>(h: &mut Hypervisor, s: &mut Scheduler<Ev>, p: u32, v: u32) {
-    let c = h.c;
-    let len = match best_queued(h, p, Some(v), None) {
-        None => c.credit_init,
-        Some(u) => {
-            let d = h.vcpus[v as usize].credit - h.vcpus[u as usize].credit;
-            (d.max(0) as Ps).clamp(c.min_timer, c.credit_init)
-        }
-    };
-    let len = len.max(c.ratelimit);
+    let ran = s.now().saturating_sub(h.pcpus[p as usize].ran_since);
+    let len = runtime(&h.c, h.vcpus[v as usize].credit, head_credit(h, Some(v)), ran);
     h.pcpus[p as usize].slice = Some(s.timer_after(len, ev::<P>(HypEv::Slice, p)));
+}
+
+/// The runqueue head's credit (Xen keeps the runqueue sorted by credit), but
+/// `except`'s: the one being scheduled is out of it there.
+fn head_credit(h: &Hypervisor, except: Option<u32>) -> Option<i64> {
+    h.runq.iter().filter(|&&u| Some(u) != except).map(|&u| h.vcpus[u as usize].credit).max()
+}
+
+/// The slice `csched2_runtime` gives a vCPU with `credit` when the runqueue's
+/// head has `head` and the vCPU has run `ran` since it was switched in.
+fn runtime(c: &super::state::Costs, credit: i64, head: Option<i64>, ran: Ps) -> Ps {
+    let min_time = c.min_timer.max(c.ratelimit.saturating_sub(ran));
+    let rt = match head.filter(|&h| h > 0) {
+        Some(h) => credit - h,
+        None => credit,
+    };
+    (rt.max(0) as Ps).clamp(min_time, c.credit_init.max(min_time))
+}
+
+/// `csched2_schedule`'s reset condition: an epoch ends when the chosen vCPU
+/// and the runqueue's head both have no credit left (`CSCHED2_CREDIT_RESET`):
+/// the head may have credit the chosen one does not (affinity, a tickle).
+fn epoch_over(credit: i64, head: Option<i64>) -> bool {
+    credit.max(head.unwrap_or(i64::MIN)) <= 0
 }
 
 /// `runq_tickle`: a woken vCPU `v` needs a pCPU. An idle one (its own first),
@@ -226,5 +245,42 @@ pub(super) fn tickle<P: Parts>(m: &mut Machine<P>, s: &mut Scheduler<Ev>, v: u32
                 send_ipi(m, from, HypEv::SendKick, c);
             }
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::engine::time::{PS_PER_MS, PS_PER_US};
+
+    fn costs() -> super::super::state::Costs {
+        super::super::state::Costs { ratelimit: PS_PER_MS, min_timer: 500 * PS_PER_US, credit_init: 10 * PS_PER_MS, ..Default::default() }
+    }
+
+    /// `csched2_runtime` in Xen's terms: own credit alone, or its lead over the
+    /// head; never under the rest of the rate limit or `CSCHED2_MIN_TIMER`.
+    #[test]
+    fn a_slice_is_the_lead_over_the_head_within_the_timers() {
+        let c = costs();
+        let ms = PS_PER_MS as i64;
+        // Nobody waits with credit: its own credit (3 ms), not a whole 10 ms.
+        assert_eq!(runtime(&c, 3 * ms, None, 0), 3 * PS_PER_MS);
+        assert_eq!(runtime(&c, 3 * ms, Some(-ms), 0), 3 * PS_PER_MS);
+        // A head with 2.5 ms: 0.5 ms of lead, raised to the 1 ms rate limit when just switched in...
+        assert_eq!(runtime(&c, 3 * ms, Some(5 * ms / 2), 0), PS_PER_MS);
+        // ...and to what is left of it (0.7 ms) after running 0.3 ms; never under 0.5 ms.
+        assert_eq!(runtime(&c, 3 * ms, Some(5 * ms / 2), 300 * PS_PER_US), 700 * PS_PER_US);
+        assert_eq!(runtime(&c, 3 * ms, Some(5 * ms / 2), 5 * PS_PER_MS), 500 * PS_PER_US);
+        // At most CSCHED2_MAX_TIMER.
+        assert_eq!(runtime(&c, 12 * ms, None, 0), 10 * PS_PER_MS);
+    }
+
+    /// The reset condition looks at the head too (`top_credit`).
+    #[test]
+    fn an_epoch_ends_when_neither_the_chosen_nor_the_head_has_credit() {
+        assert!(epoch_over(-5, None));
+        assert!(epoch_over(0, Some(-3)));
+        assert!(!epoch_over(-5, Some(7)), "the head still has credit");
+        assert!(!epoch_over(2, Some(-3)));
     }
 }
