@@ -422,6 +422,21 @@ fn in_eqe_mode_the_period_runs_from_the_last_interrupt() {
     assert_eq!(signals_at(false, 0, &[0, 2, 4, 20, 21]), vec![3, 7, 23], "NVMe's aggregation: from the first completion");
 }
 
+/// Feature 08h takes what its fields hold: an aggregation time in 100 us
+/// units up to 25.5 ms, a threshold of 1 to 256 entries.
+#[test]
+fn nvme_aggregation_takes_what_feature_08h_can_hold() {
+    load(NVME, "n.toml", &["nvme.0.moderation={kind=\"static\",usecs=\"25500us\",frames=256}".into()]).expect("the largest values");
+    for (set, key, want) in [
+        ("{kind=\"static\",usecs=\"50us\"}", "nvme[0].moderation.usecs", "multiple of 100us"),
+        ("{kind=\"static\",usecs=\"25600us\"}", "nvme[0].moderation.usecs", "up to 25500us"),
+        ("{kind=\"static\",usecs=\"100us\",frames=257}", "nvme[0].moderation.frames", "256 or fewer"),
+    ] {
+        let e = load(NVME, "n.toml", &[format!("nvme.0.moderation={set}")]).unwrap_err().0;
+        assert!(e.contains(key) && e.contains(want), "{set}: {e}");
+    }
+}
+
 #[test]
 fn nvme_has_no_timer_reset_mode() {
     let e = load(NVME, "n.toml", &["nvme.0.moderation={kind=\"static\",usecs=\"100us\",cqe_mode=true}".into()]).unwrap_err().0;

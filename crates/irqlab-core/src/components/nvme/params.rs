@@ -184,6 +184,26 @@ pub fn check(list: &[Nvme], ctx: &Ctx, names: &mut HashSet<String>) -> Check {
             // NVMe feature 08h: the aggregation time runs from the first entry.
             return err(format!("{p}.moderation.cqe_mode"), "NVMe aggregation has no timer reset mode: expected false");
         }
+        // Feature 08h (Interrupt Coalescing): TIME is 8 bits in 100 µs units,
+        // THR 8 bits, zero-based (1 to 256 entries).
+        if n.moderation.kind == ModerationKind::Static {
+            let (t, unit) = (n.moderation.usecs.ps(), 100 * crate::engine::time::PS_PER_US);
+            if t % unit != 0 || t > 255 * unit {
+                return err(
+                    format!("{p}.moderation.usecs"),
+                    format!(
+                        "{}: expected a multiple of 100us up to 25500us (NVMe feature 08h's aggregation time: 8 bits in 100 us units)",
+                        n.moderation.usecs
+                    ),
+                );
+            }
+            if n.moderation.frames > 256 {
+                return err(
+                    format!("{p}.moderation.frames"),
+                    format!("{}: expected 256 or fewer (feature 08h's aggregation threshold: 8 bits, zero-based)", n.moderation.frames),
+                );
+            }
+        }
         if n.wake.ps() > 0 && n.submit.ps() == 0 {
             return err(format!("{p}.wake"), "is only read with submit above 0 (the job's thread modelled as CPU work)");
         }
