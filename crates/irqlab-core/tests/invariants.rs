@@ -311,8 +311,8 @@ fn device_scenario(d: &Devices) -> String {
     if let Some((disks, queues, jobs, iodepth, moderation, cv, submit)) = d.nvme {
         let m = [
             "kind = \"none\"",
-            "kind = \"static\"\nusecs = \"20us\"\nframes = 4",
-            "kind = \"static\"\nusecs = \"3us\"\nframes = 2",
+            "kind = \"static\"\nusecs = \"100us\"\nframes = 4",
+            "kind = \"static\"\nusecs = \"200us\"\nframes = 2",
             "kind = \"polling\"",
         ][moderation as usize];
         let (cv, submit) = (["0", "0.5", "1"][cv as usize], [0, 300, 2000][submit as usize]);
