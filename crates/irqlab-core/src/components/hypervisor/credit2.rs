@@ -129,12 +129,28 @@ pub(super) fn schedule<P: Parts>(m: &mut Machine<P>, s: &mut Scheduler<Ev>, p: u
         // only restores, half of a switch between two vCPUs each.
         let cost = if cur.is_some() && next.is_some() { h.c.context_switch } else { h.c.context_switch / 2 };
         let (out, inn) = (h.on_switch_out, h.on_switch_in);
+        let preempted = cur.filter(|&u| h.vcpus[u as usize].state == VcpuState::Runnable && h.kind == Some(SchedKind::Credit2));
         push_work(m, p, cost);
         if let Some(u) = cur {
             notify_switch(m, s, out, u);
         }
         if let Some(v) = next {
             notify_switch(m, s, inn, v);
+        }
+        // `csched2_context_saved`: a vCPU taken off its pCPU while still
+        // runnable goes back in the runqueue and is offered to another pCPU
+        // (`runq_tickle`): an idle one, or one whose vCPU it out-credits.
+        if let Some(u) = preempted {
+            hv(m).stats.preempts += 1;
+            tickle::<P>(m, s, u, p);
+            // The audit: left waiting although `runq_tickle` would place it.
+            let h = hv(m);
+            if h.vcpus[u as usize].tickled_cpu.is_none() && h.vcpus[u as usize].state == VcpuState::Runnable {
+                let order = tickle_order(h, u);
+                if idle_target(h, &order).is_some() || preempt_target(h, u, &order, now).is_some() {
+                    h.stats.preempted_unoffered += 1;
+                }
+            }
         }
     }
     // null arms no timer: `null_schedule` returns `next_time = -1` (`sched/null.c`),
@@ -178,16 +194,51 @@ fn epoch_over(credit: i64, head: Option<i64>) -> bool {
     credit.max(head.unwrap_or(i64::MIN)) <= 0
 }
 
+/// The pCPUs `v` may run on, its own first (`runq_tickle`'s order).
+fn tickle_order(h: &Hypervisor, v: u32) -> Vec<u32> {
+    let np = h.pcpus.len() as u32;
+    let home = h.vcpus[v as usize].processor;
+    (0..np).map(|k| (home + k) % np).filter(|&c| may_run(&h.vcpus[v as usize], c)).collect()
+}
+
+/// An idle pCPU not tickled yet, the first in `order`.
+fn idle_target(h: &Hypervisor, order: &[u32]) -> Option<u32> {
+    order.iter().copied().find(|&c| h.pcpus[c as usize].cur.is_none() && !h.pcpus[c as usize].tickled)
+}
+
+/// credit2 only: the pCPU where `v` would preempt with the best score
+/// (`tickle_score`: its credit over the running vCPU's, less
+/// `migrate_resist` away from its own pCPU), among those past the rate limit.
+fn preempt_target(h: &mut Hypervisor, v: u32, order: &[u32], now: Ps) -> Option<u32> {
+    if h.kind != Some(SchedKind::Credit2) {
+        return None;
+    }
+    let home = h.vcpus[v as usize].processor;
+    let mut best: Option<(i64, u32)> = None;
+    for &c in order {
+        burn(h, c, now);
+        let pc = &h.pcpus[c as usize];
+        let Some(u) = pc.cur else { continue };
+        if pc.tickled || now.saturating_sub(pc.ran_since) + TICKLE_TOLERANCE < h.c.ratelimit {
+            continue;
+        }
+        let resist = if c != home { h.c.migrate_resist as i64 } else { 0 };
+        let score = h.vcpus[v as usize].credit - h.vcpus[u as usize].credit - resist;
+        if score > 0 && best.is_none_or(|(b, _)| score > b) {
+            best = Some((score, c));
+        }
+    }
+    best.map(|(_, c)| c)
+}
+
 /// `runq_tickle`: a woken vCPU `v` needs a pCPU. An idle one (its own first),
 /// else the one where it would preempt with the best score, else none (it waits
 /// in the runqueue). `from` is the pCPU running this code.
 pub(super) fn tickle<P: Parts>(m: &mut Machine<P>, s: &mut Scheduler<Ev>, v: u32, from: u32) {
     let now = s.now();
     let h = hv(m);
-    let np = h.pcpus.len() as u32;
-    let home = h.vcpus[v as usize].processor;
-    let order: Vec<u32> = (0..np).map(|k| (home + k) % np).filter(|&c| may_run(&h.vcpus[v as usize], c)).collect();
-    if let Some(&c) = order.iter().find(|&&c| h.pcpus[c as usize].cur.is_none() && !h.pcpus[c as usize].tickled) {
+    let order = tickle_order(h, v);
+    if let Some(c) = idle_target(h, &order) {
         h.vcpus[v as usize].tickled_cpu = Some(c);
         return raise_resched(m, s, c, Some(from));
     }
@@ -201,25 +252,9 @@ pub(super) fn tickle<P: Parts>(m: &mut Machine<P>, s: &mut Scheduler<Ev>, v: u32
         h.pcpus[c as usize].tickled = true;
         return;
     }
-    if h.kind == Some(SchedKind::Credit2) {
-        let mut best: Option<(i64, u32)> = None;
-        for &c in &order {
-            burn(h, c, now);
-            let pc = &h.pcpus[c as usize];
-            let Some(u) = pc.cur else { continue };
-            if pc.tickled || now.saturating_sub(pc.ran_since) + TICKLE_TOLERANCE < h.c.ratelimit {
-                continue;
-            }
-            let resist = if c != home { h.c.migrate_resist as i64 } else { 0 };
-            let score = h.vcpus[v as usize].credit - h.vcpus[u as usize].credit - resist;
-            if score > 0 && best.is_none_or(|(b, _)| score > b) {
-                best = Some((score, c));
-            }
-        }
-        if let Some((_, c)) = best {
-            h.vcpus[v as usize].tickled_cpu = Some(c);
-            return raise_resched(m, s, c, Some(from));
-        }
+    if let Some(c) = preempt_target(h, v, &order, now) {
+        h.vcpus[v as usize].tickled_cpu = Some(c);
+        return raise_resched(m, s, c, Some(from));
     }
     // Adaptive WFI: a pCPU idling in a guest's WFI is made to execute it again,
     // now trapping since `v` is tickled to it. The vCPU's own pCPU is tried first,

@@ -161,6 +161,8 @@ impl Component for Hypervisor {
         r.metric("hyp.exits_per_s", st.exits.iter().sum::<u64>() as f64 / secs);
         r.metric("hyp.switches_per_s", st.switches as f64 / secs);
         r.metric("hyp.migrations_per_s", st.migrations as f64 / secs);
+        r.metric("hyp.preempts_per_s", st.preempts as f64 / secs);
+        r.metric("hyp.preempted_unoffered", st.preempted_unoffered as f64);
         r.metric("hyp.wakes_per_s", st.wakes as f64 / secs);
         r.metric("hyp.blocks_per_s", st.blocks as f64 / secs);
         if h.c.halt_poll_max > 0 {

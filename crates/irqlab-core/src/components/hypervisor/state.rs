@@ -192,6 +192,11 @@ pub struct Stats {
     pub wake_latency: Latency,
     /// Virtual interrupts the guests' handlers took.
     pub virqs: u64,
+    /// vCPUs preempted while runnable, and those of them left waiting although
+    /// `runq_tickle` had a pCPU for them (an audit: 0 once
+    /// `csched2_context_saved` offers them).
+    pub preempts: u64,
+    pub preempted_unoffered: u64,
 }
 
 /// The scheduler and its pCPUs and vCPUs (absent without `[vcpu_sched]`).

@@ -82,6 +82,25 @@ fn adaptive_kicks_no_pcpu_that_would_not_take_the_woken_vcpu() {
     assert!(ipi < 0.25 * db, "IPI exits {ipi}/s for {db} doorbells/s");
 }
 
+/// `csched2_context_saved`: a vCPU preempted while runnable is offered to
+/// another pCPU at once (`runq_tickle`): none is left waiting while a pCPU
+/// is idle for it or runs a vCPU it out-credits past the rate limit.
+/// Oversubscribed with `native` and `adaptive`, vCPUs are preempted.
+#[test]
+fn a_preempted_vcpu_is_offered_to_another_pcpu() {
+    let mut preempts = 0.0;
+    for vwfi in ["native", "adaptive"] {
+        for pcpus in ["vcpu_sched.pcpus=4", "vcpu_sched.pcpus=2"] {
+            let w = format!("vcpu_sched.vwfi={vwfi}");
+            let (m, _) = m3(&[pcpus, "vblk.numjobs=8", w.as_str()]);
+            preempts += m["hyp.preempts_per_s"];
+            assert_eq!(m["hyp.preempted_unoffered"], 0.0, "{vwfi} {pcpus}");
+        }
+    }
+    // (Without the offer, 2 vCPUs per pCPU under `native` leave some waiting.)
+    assert!(preempts > 100.0, "{preempts} preemptions/s: nothing to check");
+}
+
 #[test]
 fn gicv3_wake_ipi_leaves_after_the_inject_and_wake_costs() {
     // One job on vCPU 1, blocked on its idle pCPU 1; the LPI goes to pCPU 0:
