@@ -561,6 +561,29 @@ def test_a_terminated_measure_kills_its_tasks_and_exits(tmp_path: Path) -> None:
     assert alive == [], f"tasks left running: {alive}"
 
 
+@pytest.mark.skipif(
+    not Path(f"/proc/{os.getpid()}/task/{os.getpid()}/children").exists(), reason="needs /proc children"
+)
+def test_a_task_ends_at_once_on_sigterm_and_measure_says_which() -> None:
+    """A task's loop runs in Rust, which ran no Python handler until it
+    returned: with the CLI's SIGTERM handler inherited by fork, a task kept
+    running its 60 s and holding the command's stderr (a CI run waited a minute
+    on a terminated measure's output)."""
+    p = start_cli("measure", "sched_yield", "--tasks", 2, "--seconds", "60", "--intervals", "1", "--warmup", "0")
+    try:
+        tasks = _started_tasks(p, 2)
+        os.kill(tasks[0], signal.SIGTERM)
+        # Not a benchmark: a bound far above the milliseconds this takes, far below the 60 s loop.
+        _, err = p.communicate(timeout=30)
+    finally:
+        if p.poll() is None:
+            p.kill()
+    assert p.returncode == 2, err
+    assert "died (killed by signal 15) before it reported" in err, err
+    alive = [t for t in tasks if Path(f"/proc/{t}").exists() and b"zombie" not in _status(t)]
+    assert alive == [], f"tasks left running: {alive}"
+
+
 def _started_tasks(p: subprocess.Popen[str], n: int) -> list[int]:
     """The PIDs of `irqlab measure`'s n forked tasks, once all have started."""
     deadline = time.monotonic() + 60

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import multiprocessing as mp
 import os
+import signal
 import statistics
 import time
 from collections.abc import Callable
@@ -47,6 +48,13 @@ def _pin(i: int) -> None:
 
 
 def _worker(kind: str, i: int, barrier: Any, q: Any, warmup: float, interval: float, intervals: int, mb: int) -> None:
+    # A task's loop runs in Rust and looks at no Python signal handler until it
+    # returns (up to --seconds): with the CLI's handlers, inherited by fork, a
+    # SIGTERM or Ctrl-C left it running and holding the command's stderr, so a
+    # terminated measure's output stayed open (a CI run waited a minute on it).
+    # The default action ends a task at once; it has nothing to clean up.
+    signal.signal(signal.SIGTERM, signal.SIG_DFL)
+    signal.signal(signal.SIGINT, signal.SIG_DFL)
     try:
         _pin(i)
         barrier.wait()
