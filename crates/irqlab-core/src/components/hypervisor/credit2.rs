@@ -43,11 +43,11 @@ fn burn(h: &mut Hypervisor, p: u32, now: Ps) {
 /// queued on ties), against a current one with `floor` credit. A vCPU tickled
 /// to another pCPU that has not scheduled yet is left for it, and one that last
 /// ran elsewhere is pulled only with `migrate_resist` more credit.
-fn best_queued(h: &Hypervisor, p: u32, except: Option<u32>, floor: Option<i64>) -> Option<u32> {
+fn best_queued(h: &Hypervisor, p: u32, floor: Option<i64>) -> Option<u32> {
     let mut best: Option<u32> = None;
     for &u in &h.runq {
         let vc = &h.vcpus[u as usize];
-        if Some(u) == except || !may_run(vc, p) {
+        if !may_run(vc, p) {
             continue;
         }
         if vc.tickled_cpu.is_some_and(|t| t != p && h.pcpus[t as usize].tickled) {
@@ -87,11 +87,11 @@ pub(super) fn schedule<P: Parts>(m: &mut Machine<P>, s: &mut Scheduler<Ev>, p: u
     let ran = now.saturating_sub(pc.ran_since);
     let cur_runnable = cur.filter(|&v| h.vcpus[v as usize].state == VcpuState::Running);
     let next = match h.kind.expect("configured") {
-        SchedKind::Null => cur_runnable.or_else(|| best_queued(h, p, None, None)),
+        SchedKind::Null => cur_runnable.or_else(|| best_queued(h, p, None)),
         SchedKind::Credit2 => match cur_runnable {
             Some(v) if h.c.ratelimit > 0 && ran < h.c.ratelimit => Some(v),
             _ => {
-                let q = best_queued(h, p, None, cur_runnable.map(|v| h.vcpus[v as usize].credit));
+                let q = best_queued(h, p, cur_runnable.map(|v| h.vcpus[v as usize].credit));
                 match (cur_runnable, q) {
                     (Some(v), Some(u)) if h.vcpus[v as usize].credit >= h.vcpus[u as usize].credit => Some(v),
                     (c, None) => c,
