@@ -45,11 +45,9 @@ pub struct CpuPid {
     /// What the pass in progress took from the PIR and has not run yet, lowest
     /// vector first: (source, raised, flow, events), as they were when it took them.
     pub todo: std::collections::VecDeque<(u32, Ps, u64, u32)>,
-    /// The vector whose handler is running (`NONE` between handlers).
-    pub running: u32,
+    /// The vector whose handler is running (none between handlers).
+    pub running: Option<u32>,
 }
-
-const NONE: u32 = u32::MAX;
 
 #[derive(Default)]
 pub struct PostedMsi {
@@ -106,7 +104,7 @@ impl Component for PostedMsi {
             m.srcs[i as usize].continues = true;
             me.notify_src.push(i);
         }
-        me.cpus = (0..m.cpus.len()).map(|_| CpuPid { running: NONE, ..Default::default() }).collect();
+        me.cpus = (0..m.cpus.len()).map(|_| CpuPid::default()).collect();
         me
     }
 
@@ -125,7 +123,7 @@ impl Component for PostedMsi {
     }
 
     /// `sysvec_posted_msi_notification` starts: the first pass.
-    fn handler_start<P: Has<Self>>(m: &mut Machine<P>, s: &mut Scheduler<Ev>, c: usize, _i: u32) -> Ps {
+    fn handler_start<P: Has<Self>>(m: &mut Machine<P>, _s: &mut Scheduler<Ev>, c: usize, _i: u32) -> Ps {
         let me = m.parts.get();
         let loops = me.loops;
         let pid = &mut me.cpus[c];
@@ -134,7 +132,7 @@ impl Component for PostedMsi {
         // With a single-pass loop the handler clears ON before its only pass.
         pid.last = loops <= 1;
         pid.on &= !pid.last;
-        pass(m, s, c)
+        pass(m, c)
     }
 
     /// The scan or a handler is through: the running handler loops on or
@@ -143,14 +141,13 @@ impl Component for PostedMsi {
     fn handler_continue<P: Has<Self>>(m: &mut Machine<P>, s: &mut Scheduler<Ev>, c: usize, _i: u32) -> Ps {
         // A step may take no time (a mask when `msix_mask` is 0): go on to the next.
         loop {
-            let running = m.parts.get().cpus[c].running;
-            if running != NONE {
+            if let Some(running) = m.parts.get().cpus[c].running {
                 // A handler that loops (nvme_irq) runs on first.
                 let more = m.continue_runs(s, c, &[running]);
                 if more > 0 {
                     return more;
                 }
-                m.parts.get().cpus[c].running = NONE;
+                m.parts.get().cpus[c].running = None;
                 m.end_run(s, c, running);
             }
             if let Some(next) = m.parts.get().cpus[c].todo.pop_front() {
@@ -176,7 +173,7 @@ impl Component for PostedMsi {
                 pid.on = false;
                 pid.last = true;
             }
-            match pass(m, s, c) {
+            match pass(m, c) {
                 0 => continue,
                 len => return len,
             }
@@ -214,7 +211,7 @@ impl Component for PostedMsi {
 /// word, so what comes later waits for the next pass) and scans it; returns
 /// the scan's length. The handlers of the vectors it took run after it, one
 /// by one, in vector order (`handler_continue`).
-fn pass<P: Has<PostedMsi>>(m: &mut Machine<P>, _s: &mut Scheduler<Ev>, c: usize) -> Ps {
+fn pass<P: Has<PostedMsi>>(m: &mut Machine<P>, c: usize) -> Ps {
     let me = m.parts.get();
     me.passes += 1;
     let mut pir = std::mem::take(&mut me.cpus[c].pir);
@@ -251,6 +248,6 @@ fn run_one<P: Has<PostedMsi>>(m: &mut Machine<P>, s: &mut Scheduler<Ev>, c: usiz
     }
     m.note_delivery(flow, events);
     m.parts.get().handlers += 1;
-    m.parts.get().cpus[c].running = i;
+    m.parts.get().cpus[c].running = Some(i);
     m.handler_start(s, c, i, Level::Host, raised)
 }
