@@ -44,7 +44,7 @@ struct Entry<E> {
 impl<E> Entry<E> {
     #[inline]
     fn at(&self) -> Ps {
-        (self.key >> 64) as Ps
+        time_of(self.key)
     }
 }
 
@@ -67,6 +67,12 @@ impl<E> Ord for Entry<E> {
 }
 
 const NO_HELD: u128 = u128::MAX;
+
+/// The time in a key (`(time << 64) | seq`).
+#[inline(always)]
+fn time_of(key: u128) -> Ps {
+    (key >> 64) as Ps
+}
 
 /// Binary heap keyed by `(time, seq)` plus a FIFO for events scheduled at the
 /// current instant, which are common (a handler that triggers the next step at
@@ -201,18 +207,18 @@ impl<E: Copy> EventQueue<E> for HeapQueue<E> {
         let key = top.min(self.held_key);
         // Keyed entries at the FIFO's instant were pushed before it filled (while
         // time was still earlier), so they keep their place ahead of it.
-        if !self.now_fifo.is_empty() && (key == NO_HELD || (key >> 64) as Ps > self.fifo_at) {
+        if !self.now_fifo.is_empty() && (key == NO_HELD || time_of(key) > self.fifo_at) {
             if self.fifo_at <= until {
                 return self.now_fifo.pop_front().map(|e| (self.fifo_at, e));
             }
             return None;
         }
-        if key == NO_HELD || (key >> 64) as Ps > until {
+        if key == NO_HELD || time_of(key) > until {
             return None;
         }
         if key < top {
             self.held_key = NO_HELD;
-            return self.held_ev.take().map(|e| ((key >> 64) as Ps, e));
+            return self.held_ev.take().map(|e| (time_of(key), e));
         }
         self.take_top()
     }
@@ -224,8 +230,8 @@ impl<E: Copy> EventQueue<E> for HeapQueue<E> {
             true => self.heap.iter().filter(|e| !std::ptr::eq(*e, self.heap.peek().unwrap())).map(|e| e.at()).min(),
         };
         let h = match (h, self.held_ev.is_some()) {
-            (Some(h), true) => Some(h.min((self.held_key >> 64) as Ps)),
-            (None, true) => Some((self.held_key >> 64) as Ps),
+            (Some(h), true) => Some(h.min(time_of(self.held_key))),
+            (None, true) => Some(time_of(self.held_key)),
             (h, false) => h,
         };
         match (h, self.now_fifo.is_empty()) {

@@ -81,7 +81,8 @@ impl<P: Parts> Machine<P> {
         self.n.time_squeeze += squeezed as u64;
         // The list's rest, then what was scheduled meanwhile (already in that
         // order in the poll list), then `repoll`, are the poll list again.
-        cpu.napi_list[lv].extend(sn.repoll.drain(..));
+        cpu.end_rx_pass(lv);
+        let sn = &mut cpu.softnet[lv];
         sn.restarts = sn.restarts.saturating_sub(1);
         let restart = sn.restarts > 0 && now - sn.do_since < MAX_SOFTIRQ_TIME;
         (sn.left, sn.rx_since, sn.pass_left) = (budget, now, cpu.napi_list[lv].len());
@@ -149,8 +150,7 @@ impl<P: Parts> Machine<P> {
         defer |= self.softnet_spent(c, level, n.work, s.now());
         if defer {
             // ksoftirqd's fresh `net_rx_action` polls them all.
-            let cpu = &mut self.cpus[c];
-            cpu.napi_list[level as usize].extend(cpu.softnet[level as usize].repoll.drain(..));
+            self.cpus[c].end_rx_pass(level as usize);
         }
         if !defer && self.softirq_can_run(c, level) {
             self.run_softirqs(s, c, level);

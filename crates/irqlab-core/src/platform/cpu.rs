@@ -200,6 +200,12 @@ pub struct Cpu {
 }
 
 impl Cpu {
+    /// A `net_rx_action` is over: the contexts that used their budget
+    /// (`repoll`) go to the back of the poll list, for the next one.
+    pub(crate) fn end_rx_pass(&mut self, lv: usize) {
+        self.napi_list[lv].extend(self.softnet[lv].repoll.drain(..));
+    }
+
     pub fn new(track: TrackId, vtrack: TrackId) -> Self {
         Cpu {
             stack: Vec::with_capacity(16),
