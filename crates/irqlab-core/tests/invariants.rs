@@ -255,12 +255,16 @@ fn same_seed_same_bytes_other_seed_other_results() {
 /// Machines with devices: NVMe disks under fio (closed loop) and NIC RX queues
 /// (open loop), on one or two sockets, with or without DMA through each
 /// socket's shared path, moderated per queue and maybe by GSIM.
+/// An NVMe group: (disks, queues, jobs, iodepth, moderation 0..3, service cv
+/// 0..2, submit 0..2, service order 0..2: die, random, fifo).
+type NvmeDraw = (u32, u32, u32, u32, u32, u32, u32, u32);
+
 #[derive(Debug, Clone)]
 struct Devices {
     cpus: u32,
     sockets: u32,
-    dma: Option<(u32, u32)>,                           // (dma_write ns, msi_write ns); None: no DMA path
-    nvme: Option<(u32, u32, u32, u32, u32, u32, u32)>, // (disks, queues, jobs, iodepth, moderation 0..3, service cv 0..2, submit 0..2)
+    dma: Option<(u32, u32)>, // (dma_write ns, msi_write ns); None: no DMA path
+    nvme: Option<NvmeDraw>,
     nic: Option<(u32, u32, u32, u32, u32, u32)>, // (queues, gbps, moderation 0..4, VM 0..4: no, exits, remapped, posted, ring, per-packet ns)
     gsim: (u32, u32),                            // (delay us, 0 = off; target k/s)
     posted: bool,                                // Intel posted MSI for the host's vectors
@@ -272,7 +276,7 @@ fn devices() -> impl Strategy<Value = Devices> {
         2u32..6,
         1u32..3,
         proptest::option::of((1u32..200, 0u32..600)),
-        proptest::option::of((1u32..3, 1u32..4, 1u32..4, 1u32..9, 0u32..4, 0u32..3, 0u32..3)),
+        proptest::option::of((1u32..3, 1u32..4, 1u32..4, 1u32..9, 0u32..4, 0u32..3, 0u32..3, 0u32..3)),
         proptest::option::of((1u32..4, 1u32..25, 0u32..4, 0u32..4, 4u32..256, 50u32..2000)),
         (0u32..150, 0u32..500),
         any::<bool>(),
@@ -308,7 +312,7 @@ fn device_scenario(d: &Devices) -> String {
     if vm {
         t += &format!("[[vm]]\nname = \"g\"\nvcpus = 1\npcpus = [{}]\n", d.cpus - 1);
     }
-    if let Some((disks, queues, jobs, iodepth, moderation, cv, submit)) = d.nvme {
+    if let Some((disks, queues, jobs, iodepth, moderation, cv, submit, order)) = d.nvme {
         let m = [
             "kind = \"none\"",
             "kind = \"static\"\nusecs = \"100us\"\nframes = 4",
@@ -316,9 +320,10 @@ fn device_scenario(d: &Devices) -> String {
             "kind = \"polling\"",
         ][moderation as usize];
         let (cv, submit) = (["0", "0.5", "1"][cv as usize], [0, 300, 2000][submit as usize]);
+        let order = ["die", "random", "fifo"][order as usize];
         t += &format!(
             "[[nvme]]\nname = \"ssd\"\ncount = {disks}\nqueues = {queues}\ncpus = [{}]\nsocket = {}\niops = \"500k\"\n\
-             channels = 8\nservice_cv = {cv}\nsubmit = \"{submit}ns\"\nhandler = \"500ns\"\nper_cqe = \"200ns\"\n\
+             channels = 8\nservice_cv = {cv}\nservice_order = \"{order}\"\nsubmit = \"{submit}ns\"\nhandler = \"500ns\"\nper_cqe = \"200ns\"\n\
              [nvme.fio]\njobs = {jobs}\niodepth = {iodepth}\n[nvme.moderation]\n{m}\n",
             host.join(", "),
             d.sockets - 1

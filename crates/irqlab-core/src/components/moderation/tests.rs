@@ -26,6 +26,7 @@ cpus = [0, 1, 2, 3]
 iops = "1M"
 channels = 64
 service_cv = 1
+service_order = "random"       # any free channel: 128 in flight on 64 keep the disks at their ceiling
 handler = "500ns"
 per_cqe = "300ns"
 [nvme.fio]

@@ -19,10 +19,11 @@
 //! (its `io_getevents` returns), or the poll pass that finds it; with no
 //! `submit` cost, when `nvme_irq` reaps it.
 //!
-//! An I/O is its submission time and its CQ. A channel takes a random queued
-//! command (dies serve out of order; FIFO service would keep every batch of
-//! resubmissions together, lap after lap), and the I/O a channel finishes is
-//! the one it took: its `DiskDone` names the slot it holds (`channel_ios`).
+//! An I/O is its submission time and its CQ. Which queued command a channel
+//! serves next is the disk's `service_order` (`params::ServiceOrder`): the die
+//! that holds its block, in order there; or any free channel, taking a random
+//! or the oldest command. The I/O a channel finishes is the one it took: its
+//! `DiskDone` names the slot it holds (`channel_ios`).
 //! (Until this was so, a finish completed the oldest I/O in service, which
 //! hid the service times' spread whenever several I/Os were in service.)
 
@@ -41,6 +42,7 @@ use crate::platform::fabric::DmaFor;
 use crate::platform::machine::{Ev, Machine};
 use crate::platform::parts::{Component, Has};
 use crate::scenario::Scenario;
+use params::ServiceOrder;
 use rand::Rng as _;
 use std::collections::VecDeque;
 
@@ -60,10 +62,10 @@ pub struct Nvme {
     pub disks: Vec<Disk>,
     pub cqs: Vec<Cq>,
     pub groups: Vec<NvmeGroup>,
-    /// The I/O each busy channel serves, wherever its disk: (disk, submitted,
-    /// cq). A channel's `DiskDone` names its slot, so the I/O that finishes is
-    /// the one whose service time ran out, whatever order they started in.
-    pub channel_ios: Vec<(u32, Ps, u32)>,
+    /// The I/O each busy channel serves, wherever its disk. A channel's
+    /// `DiskDone` names its slot, so the I/O that finishes is the one whose
+    /// service time ran out, whatever order they started in.
+    pub channel_ios: Vec<InService>,
     /// Slots of `channel_ios` free for the next I/O to start.
     free_slots: Vec<u32>,
     /// Completions at the previous sample (the `iops` series is its difference).
@@ -79,6 +81,16 @@ const LOOP_WARN: Ps = PS_PER_MS;
 const POLL: u32 = 1 << 31;
 const WAKE: u32 = 1 << 30;
 
+/// An I/O a channel holds: from its start until its DMA leaves the device.
+#[derive(Clone, Copy)]
+pub struct InService {
+    pub disk: u32,
+    /// The die (with `ServiceOrder::Die`; 0 otherwise).
+    pub die: u32,
+    pub submitted: Ps,
+    pub cq: u32,
+}
+
 pub struct Disk {
     pub group: u32,
     /// Mean service time of a command, the part of it every command takes,
@@ -89,8 +101,12 @@ pub struct Disk {
     pub rng: Rng,
     pub channels: u32,
     pub busy: u32,
-    /// I/Os waiting for a channel: (submitted, cq). The time may lie ahead (a resubmission on its way).
+    pub order: ServiceOrder,
+    /// I/Os fetched and not yet given a channel: (submitted, cq). The time may lie ahead (a resubmission on its way).
     pub sq: VecDeque<(Ps, u32)>,
+    /// With `ServiceOrder::Die`: each die's waiting I/Os, in order, and whether it reads one now.
+    pub die_queues: Vec<VecDeque<(Ps, u32)>>,
+    pub die_busy: Vec<bool>,
     /// PCIe flow control: completions (data + CQE) the disk may have queued
     /// in the root complex at once; one that finds none left keeps its
     /// channel busy in `parked` until an earlier one lands.
@@ -98,7 +114,7 @@ pub struct Disk {
     pub dma_inflight: u32,
     /// The disk's PCIe link: its data and its CQs' MSIs, in order.
     pub link: u32,
-    pub parked: VecDeque<(Ps, u32)>,
+    pub parked: VecDeque<InService>,
 }
 
 pub struct Cq {
@@ -254,7 +270,10 @@ impl Component for Nvme {
                     rng: stream(seed, &format!("nvme/{}.{k}", n.name)),
                     channels,
                     busy: 0,
+                    order: n.service_order,
                     sq: VecDeque::new(),
+                    die_queues: if n.service_order == ServiceOrder::Die { vec![VecDeque::new(); channels as usize] } else { Vec::new() },
+                    die_busy: if n.service_order == ServiceOrder::Die { vec![false; channels as usize] } else { Vec::new() },
                     credits: n.dma_credits,
                     link,
                     dma_inflight: 0,
@@ -341,7 +360,7 @@ impl Component for Nvme {
         let disk = &mut me.disks[d as usize];
         disk.dma_inflight -= 1;
         if let Some(io) = disk.parked.pop_front() {
-            dma_out(m, s, d, io);
+            dma_out(m, s, io);
         }
         if m.parts.get_ref().cqs[q as usize].polled {
             poll_soon(m, s, q);
@@ -436,7 +455,10 @@ impl Component for Nvme {
         // In service: the channel slots that hold an I/O.
         let in_service = (me.channel_ios.len() - me.free_slots.len()) as u64;
         m.audit.ios_found = in_service
-            + me.disks.iter().map(|d| (d.sq.len() + d.parked.len()) as u64).sum::<u64>()
+            + me.disks
+                .iter()
+                .map(|d| (d.sq.len() + d.parked.len() + d.die_queues.iter().map(VecDeque::len).sum::<usize>()) as u64)
+                .sum::<u64>()
             + me.cqs
                 .iter()
                 .map(|q| (q.landing.len() + q.posted.len() + q.backlog.len()) as u64 + q.submitting.iter().map(|&n| n as u64).sum::<u64>())
@@ -444,48 +466,74 @@ impl Component for Nvme {
     }
 }
 
-/// Starts queued I/Os on free channels; each finishes `service` after it may start.
+/// Gives fetched I/Os their channels: with dies, each joins its die's queue
+/// and an idle die starts it; otherwise free channels take queued I/Os, a
+/// random one or the oldest.
 fn disk_kick<P: Has<Nvme>>(m: &mut Machine<P>, s: &mut Scheduler<Ev>, d: u32) {
-    let now = s.now();
+    loop {
+        let disk = &mut m.parts.get().disks[d as usize];
+        let (die, io) = match disk.order {
+            ServiceOrder::Die => {
+                let Some(io) = disk.sq.pop_front() else { return };
+                // A random read's block, and so its die, is uniform over the array.
+                let die = disk.rng.gen_range(0..disk.channels);
+                if disk.die_busy[die as usize] {
+                    disk.die_queues[die as usize].push_back(io);
+                    continue;
+                }
+                (die, io)
+            }
+            _ if disk.busy >= disk.channels || disk.sq.is_empty() => return,
+            ServiceOrder::Random => {
+                let k = disk.rng.gen_range(0..disk.sq.len());
+                (0, disk.sq.swap_remove_back(k).expect("k < len"))
+            }
+            ServiceOrder::Fifo => (0, disk.sq.pop_front().expect("not empty")),
+        };
+        start_io(m, s, d, die, io);
+    }
+}
+
+/// A channel (die `die` with dies) starts an I/O; it finishes its service time
+/// after it may start.
+fn start_io<P: Has<Nvme>>(m: &mut Machine<P>, s: &mut Scheduler<Ev>, d: u32, die: u32, (submitted, cq): (Ps, u32)) {
     let me = m.parts.get();
     let disk = &mut me.disks[d as usize];
-    while disk.busy < disk.channels && !disk.sq.is_empty() {
-        // Flash dies serve queued commands out of order: take any one, not the oldest.
-        let k = disk.rng.gen_range(0..disk.sq.len());
-        let io = disk.sq.swap_remove_back(k).expect("k < len");
-        let t = disk.service_time();
-        disk.busy += 1;
-        let slot = match me.free_slots.pop() {
-            Some(slot) => {
-                me.channel_ios[slot as usize] = (d, io.0, io.1);
-                slot
-            }
-            None => {
-                me.channel_ios.push((d, io.0, io.1));
-                (me.channel_ios.len() - 1) as u32
-            }
-        };
-        s.at(now.max(io.0) + t, P::ev(NvmeEv::DiskDone, slot));
+    let t = disk.service_time();
+    disk.busy += 1;
+    if disk.order == ServiceOrder::Die {
+        disk.die_busy[die as usize] = true;
     }
+    let io = InService { disk: d, die, submitted, cq };
+    let slot = match me.free_slots.pop() {
+        Some(slot) => {
+            me.channel_ios[slot as usize] = io;
+            slot
+        }
+        None => {
+            me.channel_ios.push(io);
+            (me.channel_ios.len() - 1) as u32
+        }
+    };
+    s.at(s.now().max(submitted) + t, P::ev(NvmeEv::DiskDone, slot));
 }
 
 /// A channel finished an I/O: DMA its data and completion entry.
 fn disk_done<P: Has<Nvme>>(m: &mut Machine<P>, s: &mut Scheduler<Ev>, slot: u32) {
     let me = m.parts.get();
-    let (d, submitted, cq) = me.channel_ios[slot as usize];
+    let io = me.channel_ios[slot as usize];
     me.free_slots.push(slot);
-    let io = (submitted, cq);
-    let disk = &mut me.disks[d as usize];
+    let disk = &mut me.disks[io.disk as usize];
     if disk.dma_inflight >= disk.credits {
         // The root complex has no room: the data stays in the device, holding its channel.
         disk.parked.push_back(io);
         return;
     }
-    dma_out(m, s, d, io);
+    dma_out(m, s, io);
 }
 
 /// Sends a finished I/O's data and completion entry up the link; its channel is free again.
-fn dma_out<P: Has<Nvme>>(m: &mut Machine<P>, s: &mut Scheduler<Ev>, d: u32, (submitted, cq): (Ps, u32)) {
+fn dma_out<P: Has<Nvme>>(m: &mut Machine<P>, s: &mut Scheduler<Ev>, InService { disk: d, die, submitted, cq }: InService) {
     let me = m.parts.get();
     let disk = &mut me.disks[d as usize];
     disk.busy -= 1;
@@ -503,6 +551,13 @@ fn dma_out<P: Has<Nvme>>(m: &mut Machine<P>, s: &mut Scheduler<Ev>, d: u32, (sub
     if !c.polled {
         c.modq.add(s.now(), 1);
         cq_signal(m, s, cq);
+    }
+    let disk = &mut m.parts.get().disks[d as usize];
+    if disk.order == ServiceOrder::Die {
+        disk.die_busy[die as usize] = false;
+        if let Some(next) = disk.die_queues[die as usize].pop_front() {
+            start_io(m, s, d, die, next);
+        }
     }
     disk_kick(m, s, d);
 }

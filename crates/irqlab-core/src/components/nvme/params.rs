@@ -22,6 +22,25 @@ pub struct Fio {
     pub resubmit: Time,
 }
 
+/// How a disk's `channels` (flash dies) take the commands it has fetched.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Deserialize, Serialize, JsonSchema)]
+#[serde(rename_all = "lowercase")]
+pub enum ServiceOrder {
+    /// Each command goes to the die that holds its block, uniformly at random
+    /// for random reads over a striped FTL, and waits there in order: a die
+    /// reads one page at a time (NAND), so dies may sit idle while others have
+    /// a queue, and latency rises with load well under the ceiling. (As
+    /// MQSim's back end: a read queue per flash chip served from its front,
+    /// `TSU_Base::issue_command_to_chip`.)
+    #[default]
+    Die,
+    /// Any free channel takes a random queued command (work-conserving: no
+    /// channel idles while a command waits; service out of order).
+    Random,
+    /// Any free channel takes the oldest queued command (in order).
+    Fifo,
+}
+
 /// NVMe SSDs: each disk has `queues` SQ/CQ pairs, serves I/Os at up to `iops`
 /// with `channels` in parallel, DMAs each completion, and raises its CQ's MSI-X
 /// vector per completion entry (subject to the vector's mask and moderation).
@@ -63,6 +82,9 @@ pub struct Nvme {
     /// k = round(1/cv²) (0.25 to 1).
     #[serde(default)]
     pub service_cv: f64,
+    /// Which queued command a free flash unit serves next (see `ServiceOrder`).
+    #[serde(default)]
+    pub service_order: ServiceOrder,
     /// Hardirq cost per interrupt (`nvme_irq` entry, CQ doorbell).
     #[serde(default)]
     pub handler: Time,
