@@ -291,7 +291,8 @@ fn a_command_waits_for_its_own_die_while_other_dies_idle() {
     assert!((d / 1e6 - 80.0 / 159.0).abs() < 0.05, "dies: {d} IOPS, expected about {}", 1e6 * 80.0 / 159.0);
     assert!(a > 0.95e6, "any channel: {a} IOPS");
     // Latency rises with load well under the ceiling: at 16 in flight (a
-    // sixth of the ceiling) a command finds its die busy one time in five.
+    // sixth of the ceiling) a command finds its die busy about one time in six
+    // (the other 15 jobs' reads on 80 dies).
     let one = go(DISK, &["duration=400ms"]);
     let many = go(DISK, &["nvme.0.fio.jobs=16", "duration=100ms"]);
     let (x, y) = (&one.report.histograms["nvme.ssd.latency"], &many.report.histograms["nvme.ssd.latency"]);
@@ -309,7 +310,8 @@ fn a_command_waits_for_its_own_die_while_other_dies_idle() {
 fn a_die_serves_its_queue_in_order() {
     // One die, fixed service: commands finish in the order they came, so no
     // latency exceeds the queue ahead of it (iodepth x service) plus the host
-    // path; served at random, a command can be passed over many times.
+    // path; served at random, a command can be passed over many times. (The
+    // order within a die only: which die a command goes to is the test above.)
     let sets =
         ["nvme.0.latency=10us", "nvme.0.iops=100k", "nvme.0.service_cv=0", "nvme.0.fio.iodepth=8", "nvme.0.queues=1", "nvme.0.cpus=[0]"];
     let fifo = go(DISK, &sets);
