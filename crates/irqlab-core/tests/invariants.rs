@@ -256,8 +256,9 @@ fn same_seed_same_bytes_other_seed_other_results() {
 /// (open loop), on one or two sockets, with or without DMA through each
 /// socket's shared path, moderated per queue and maybe by GSIM.
 /// An NVMe group: (disks, queues, jobs, iodepth, moderation 0..3, service cv
-/// 0..2, submit 0..2, service order 0..2: die, random, fifo).
-type NvmeDraw = (u32, u32, u32, u32, u32, u32, u32, u32);
+/// 0..2, submit 0..2, service order 0..2: die, random, fifo; read buffer 0..2:
+/// none, 2 reads, all).
+type NvmeDraw = (u32, u32, u32, u32, u32, u32, u32, u32, u32);
 
 #[derive(Debug, Clone)]
 struct Devices {
@@ -276,7 +277,7 @@ fn devices() -> impl Strategy<Value = Devices> {
         2u32..6,
         1u32..3,
         proptest::option::of((1u32..200, 0u32..600)),
-        proptest::option::of((1u32..3, 1u32..4, 1u32..4, 1u32..9, 0u32..4, 0u32..3, 0u32..3, 0u32..3)),
+        proptest::option::of((1u32..3, 1u32..4, 1u32..4, 1u32..9, 0u32..4, 0u32..3, 0u32..3, 0u32..3, 0u32..3)),
         proptest::option::of((1u32..4, 1u32..25, 0u32..4, 0u32..4, 4u32..256, 50u32..2000)),
         (0u32..150, 0u32..500),
         any::<bool>(),
@@ -312,7 +313,7 @@ fn device_scenario(d: &Devices) -> String {
     if vm {
         t += &format!("[[vm]]\nname = \"g\"\nvcpus = 1\npcpus = [{}]\n", d.cpus - 1);
     }
-    if let Some((disks, queues, jobs, iodepth, moderation, cv, submit, order)) = d.nvme {
+    if let Some((disks, queues, jobs, iodepth, moderation, cv, submit, order, buffer)) = d.nvme {
         let m = [
             "kind = \"none\"",
             "kind = \"static\"\nusecs = \"100us\"\nframes = 4",
@@ -321,9 +322,10 @@ fn device_scenario(d: &Devices) -> String {
         ][moderation as usize];
         let (cv, submit) = (["0", "0.5", "1"][cv as usize], [0, 300, 2000][submit as usize]);
         let order = ["die", "random", "fifo"][order as usize];
+        let buffer = [0, 2, 100_000][buffer as usize];
         t += &format!(
             "[[nvme]]\nname = \"ssd\"\ncount = {disks}\nqueues = {queues}\ncpus = [{}]\nsocket = {}\niops = \"500k\"\n\
-             channels = 8\nservice_cv = {cv}\nservice_order = \"{order}\"\nsubmit = \"{submit}ns\"\nhandler = \"500ns\"\nper_cqe = \"200ns\"\n\
+             channels = 8\nservice_cv = {cv}\nservice_order = \"{order}\"\nread_buffer = {buffer}\nsubmit = \"{submit}ns\"\nhandler = \"500ns\"\nper_cqe = \"200ns\"\n\
              [nvme.fio]\njobs = {jobs}\niodepth = {iodepth}\n[nvme.moderation]\n{m}\n",
             host.join(", "),
             d.sockets - 1

@@ -85,11 +85,15 @@ const WAKE: u32 = 1 << 30;
 #[derive(Clone, Copy)]
 pub struct InService {
     pub disk: u32,
-    /// The die (with `ServiceOrder::Die`; 0 otherwise).
+    /// The die (with `ServiceOrder::Die`; 0 otherwise), or `IN_BUFFER` once
+    /// the read has left it for the controller's buffer.
     pub die: u32,
     pub submitted: Ps,
     pub cq: u32,
 }
+
+/// `InService::die` of a finished read held in the controller's buffer, its die free.
+const IN_BUFFER: u32 = u32::MAX;
 
 pub struct Disk {
     pub group: u32,
@@ -115,6 +119,9 @@ pub struct Disk {
     /// The disk's PCIe link: its data and its CQs' MSIs, in order.
     pub link: u32,
     pub parked: VecDeque<InService>,
+    /// Of `parked`, the reads in the controller's buffer (their dies free), and its size.
+    pub buffered: u32,
+    pub read_buffer: u32,
 }
 
 pub struct Cq {
@@ -278,6 +285,8 @@ impl Component for Nvme {
                     link,
                     dma_inflight: 0,
                     parked: VecDeque::new(),
+                    buffered: 0,
+                    read_buffer: n.read_buffer,
                 };
                 for q in first_cq..me.cqs.len() as u32 {
                     let cq = &mut me.cqs[q as usize];
@@ -525,8 +534,17 @@ fn disk_done<P: Has<Nvme>>(m: &mut Machine<P>, s: &mut Scheduler<Ev>, slot: u32)
     me.free_slots.push(slot);
     let disk = &mut me.disks[io.disk as usize];
     if disk.dma_inflight >= disk.credits {
-        // The root complex has no room: the data stays in the device, holding its channel.
-        disk.parked.push_back(io);
+        // The root complex has no room: the data stays in the device, in the
+        // controller's buffer if it has room (its die goes on), else in its
+        // die (or channel), which stays busy.
+        if disk.buffered < disk.read_buffer {
+            disk.buffered += 1;
+            disk.parked.push_back(InService { die: IN_BUFFER, ..io });
+            release_die(m, s, io.disk, io.die);
+            disk_kick(m, s, io.disk);
+        } else {
+            disk.parked.push_back(io);
+        }
         return;
     }
     dma_out(m, s, io);
@@ -536,7 +554,6 @@ fn disk_done<P: Has<Nvme>>(m: &mut Machine<P>, s: &mut Scheduler<Ev>, slot: u32)
 fn dma_out<P: Has<Nvme>>(m: &mut Machine<P>, s: &mut Scheduler<Ev>, InService { disk: d, die, submitted, cq }: InService) {
     let me = m.parts.get();
     let disk = &mut me.disks[d as usize];
-    disk.busy -= 1;
     disk.dma_inflight += 1;
     let link = disk.link;
     let c = &mut me.cqs[cq as usize];
@@ -553,13 +570,24 @@ fn dma_out<P: Has<Nvme>>(m: &mut Machine<P>, s: &mut Scheduler<Ev>, InService { 
         cq_signal(m, s, cq);
     }
     let disk = &mut m.parts.get().disks[d as usize];
+    if die == IN_BUFFER {
+        disk.buffered -= 1; // its die was released when it entered the buffer
+    } else {
+        release_die(m, s, d, die);
+    }
+    disk_kick(m, s, d);
+}
+
+/// A channel (or die) has passed its read on; a die starts the next one queued for it.
+fn release_die<P: Has<Nvme>>(m: &mut Machine<P>, s: &mut Scheduler<Ev>, d: u32, die: u32) {
+    let disk = &mut m.parts.get().disks[d as usize];
+    disk.busy -= 1;
     if disk.order == ServiceOrder::Die {
         disk.die_busy[die as usize] = false;
         if let Some(next) = disk.die_queues[die as usize].pop_front() {
             start_io(m, s, d, die, next);
         }
     }
-    disk_kick(m, s, d);
 }
 
 /// Aggregation: signal now, or when the time threshold expires.

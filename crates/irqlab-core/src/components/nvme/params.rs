@@ -117,6 +117,13 @@ pub struct Nvme {
     /// device, holding its flash channel, instead of queueing without bound.
     #[serde(default = "d_credits")]
     pub dma_credits: u32,
+    /// Finished reads the controller's buffer holds while the disk has no
+    /// PCIe credit, each freeing its die at once; beyond them a finished read
+    /// stays in its die's page register and the die stays busy. Default 0: a
+    /// die holds its read until the read's DMA leaves (an assumption; the
+    /// buffer's size is not public).
+    #[serde(default)]
+    pub read_buffer: u32,
     /// Queue depth of each CQ; at most this many I/Os per queue are outstanding.
     #[serde(default = "d_depth")]
     pub depth: u32,
@@ -152,6 +159,7 @@ pub fn check(list: &[Nvme], ctx: &Ctx, names: &mut HashSet<String>) -> Check {
             ("channels", n.channels.unwrap_or(1), 1, 65536),
             ("depth", n.depth, 1, 65535),
             ("dma_credits", n.dma_credits, 1, 4096),
+            ("read_buffer", n.read_buffer, 0, 1 << 20),
             ("fio.jobs", n.fio.jobs, 1, 4096),
             ("fio.iodepth", n.fio.iodepth, 1, 65535),
         ] {
