@@ -113,7 +113,8 @@ pub struct Disk {
     pub die_busy: Vec<bool>,
     /// PCIe flow control: completions (data + CQE) the disk may have queued
     /// in the root complex at once; one that finds none left keeps its
-    /// channel busy in `parked` until an earlier one lands.
+    /// channel (or die) busy in `parked` until an earlier one lands, unless
+    /// the controller's buffer (`read_buffer`) has room for it.
     pub credits: u32,
     pub dma_inflight: u32,
     /// The disk's PCIe link: its data and its CQs' MSIs, in order.
