@@ -4,7 +4,7 @@
 //! (`invoke_softirq()` is skipped when `in_interrupt()`).
 
 use crate::engine::Scheduler;
-use crate::platform::cpu::{Frame, IrqPhase, Level, Mask, Prio, TaskPhase, Work};
+use crate::platform::cpu::{Frame, IrqPhase, Level, Mask, MaskPhase, Prio, TaskPhase, Work};
 use crate::platform::machine::{Ev, Machine};
 use crate::platform::parts::{Parts, NO_OWNER};
 
@@ -21,9 +21,19 @@ impl<P: Parts> Machine<P> {
         }
         src.pending = false;
         if src.disabled {
-            let (left, flow) = (src.entry + self.c.msix_mask + src.exit, src.flow);
+            // `mask_irq` does nothing on a vector already masked (a message
+            // that was on its way when the first one masked it): no write, no read.
+            let (entry, exit, flow, masked) = (src.entry, src.exit, src.flow, src.masked);
             self.mask_disabled(i);
-            let mut f = Frame::new(Work::MaskAck { src: i }, Level::Host, Mask::Daif, left);
+            let mask = if masked { 0 } else { self.c.msix_mask };
+            // The read that flushes the mask write is answered behind the
+            // device's posted writes; if none are on the path, one phase.
+            let (phase, left) = if !masked && self.mask_flush_waits(s.now(), c, i) {
+                (MaskPhase::Mask, entry + mask)
+            } else {
+                (MaskPhase::Exit, entry + mask + exit)
+            };
+            let mut f = Frame::new(Work::MaskAck { src: i, phase }, Level::Host, Mask::Daif, left);
             f.flow = flow;
             self.push_frame(s, c, f);
             return;

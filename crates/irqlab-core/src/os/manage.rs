@@ -7,7 +7,7 @@
 
 use crate::engine::time::Ps;
 use crate::engine::Scheduler;
-use crate::platform::cpu::Level;
+use crate::platform::cpu::{Level, Mask, MaskPhase, Work};
 use crate::platform::machine::{Ev, Machine};
 use crate::platform::parts::Parts;
 
@@ -26,6 +26,38 @@ impl<P: Parts> Machine<P> {
         src.sw_pending = true;
         src.masked = true;
         self.n.masked_while_disabled += 1;
+    }
+
+    /// `mask_ack_irq()`'s flushing `readl` of vector `i` from CPU `c`: whether
+    /// its completion must wait for posted writes the device sent before it
+    /// that are still on the socket's DMA path (then `Cpu::mask_flush` is set
+    /// until `mask_flushed`). A machine without DMA paths answers at once.
+    pub(crate) fn mask_flush_waits(&mut self, now: Ps, c: usize, i: u32) -> bool {
+        let src = &self.srcs[i as usize];
+        let (sk, link) = (src.socket as usize, src.link);
+        let Some(p) = self.paths.get_mut(sk) else { return false };
+        let waits = !p.flush(link, c as u32);
+        if waits {
+            self.cpus[c].mask_flush = Some(now);
+        } else {
+            self.n.msix_flush_wait.record(0);
+        }
+        waits
+    }
+
+    /// The device's writes ahead of CPU `c`'s flushing read are through: its
+    /// `readl` returns (at once if it was already spinning, else when its
+    /// round trip ends), and the exit follows.
+    pub(crate) fn mask_flushed(&mut self, s: &mut Scheduler<Ev>, c: usize) {
+        let since = self.cpus[c].mask_flush.take().expect("a flushing read was waiting");
+        self.n.msix_flush_wait.record(s.now() - since);
+        let top = *self.cpus[c].top();
+        if let Work::MaskAck { src, phase: MaskPhase::Flush } = top.work {
+            self.pause_top(s, c);
+            let exit = self.srcs[src as usize].exit;
+            self.set_phase(s, c, Work::MaskAck { src, phase: MaskPhase::Exit }, Mask::Daif, exit);
+            self.run_top(s, c);
+        }
     }
 
     /// `enable_irq()` after GSIM's timer: a pending interrupt is re-sent

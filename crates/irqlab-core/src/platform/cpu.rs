@@ -54,6 +54,21 @@ pub enum HypPhase {
     Entry,
 }
 
+/// The phases of `Work::MaskAck`.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum MaskPhase {
+    /// Entry and the mask write and flushing read's round trip (`msix_mask`),
+    /// while the read's completion still waits behind the device's posted
+    /// writes (`Cpu::mask_flush`).
+    Mask,
+    /// `readl` still spinning: the completion waits behind the device's
+    /// earlier writes on the DMA path.
+    Flush,
+    /// What is left: the whole of entry, mask and exit when the completion had
+    /// nothing ahead of it, else the exit.
+    Exit,
+}
+
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum Work {
     /// The idle loop (or the guest's, in place: WFI is not trapped here).
@@ -72,11 +87,12 @@ pub enum Work {
     },
     /// `handle_edge_irq()` on a lazily disabled interrupt: entry,
     /// `mask_ack_irq()` (the MSI-X mask write and the read that flushes it),
-    /// `IRQS_PENDING`, exit; no handler. One phase under DAIF: with pseudo-NMI
+    /// `IRQS_PENDING`, exit; no handler. Under DAIF throughout: with pseudo-NMI
     /// the real mask part runs under the PMR, so an NMI that comes during it
     /// waits here up to `msix_mask` longer than it would (a simplification).
     MaskAck {
         src: u32,
+        phase: MaskPhase,
     },
     /// `__do_softirq()`: deferred work raised by handlers.
     Softirq,
@@ -195,6 +211,9 @@ pub struct Cpu {
     /// time the model leaves idle is spent spinning, and the report counts it as
     /// kernel time (`cpuN.poll_share`), not idle.
     pub spins: bool,
+    /// A `MaskAck` here waits, since this time, for its flushing read's
+    /// completion, which the device's earlier posted writes hold on the DMA path.
+    pub mask_flush: Option<Ps>,
     pub track: TrackId,
     pub vtrack: TrackId,
 }
@@ -227,6 +246,7 @@ impl Cpu {
             hardirq_before_reset: 0,
             irqs: 0,
             spins: false,
+            mask_flush: None,
             track,
             vtrack,
         }

@@ -25,9 +25,16 @@ impl<P: Parts> Machine<P> {
     /// The path finished a write: it lands, and the next one starts.
     pub fn path_done(&mut self, s: &mut Scheduler<Ev>, socket: u32) {
         let now = s.now();
-        let (w, next) = self.paths[socket as usize].done(now);
+        let p = &mut self.paths[socket as usize];
+        let (w, next) = p.done(now);
         if let Some((_, end)) = next {
             s.at(end, Ev::PathDone(socket));
+        }
+        let p = &mut self.paths[socket as usize];
+        if p.has_flushed() {
+            for c in p.take_flushed() {
+                self.mask_flushed(s, c as usize);
+            }
         }
         match w {
             Write::Dma(to) => P::dma_landed(self, s, to.owner, to.arg),

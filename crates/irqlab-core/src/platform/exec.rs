@@ -5,7 +5,7 @@
 
 use crate::engine::time::NEVER;
 use crate::engine::Scheduler;
-use crate::platform::cpu::{Frame, Level, Mask, Work};
+use crate::platform::cpu::{Frame, Level, Mask, MaskPhase, Work};
 use crate::platform::machine::{Ev, Machine};
 use crate::platform::parts::Parts;
 
@@ -129,7 +129,16 @@ impl<P: Parts> Machine<P> {
             Work::Task { task, phase } => self.task_phase_done(s, c, task, phase),
             Work::Switch { next } => self.switch_done(s, c, next),
             Work::Irq { src, phase } => self.irq_phase_done(s, c, src, phase, f),
-            Work::MaskAck { .. } => {
+            Work::MaskAck { src, phase: MaskPhase::Mask } => {
+                let (phase, left) = if self.cpus[c].mask_flush.is_some() {
+                    (MaskPhase::Flush, NEVER)
+                } else {
+                    (MaskPhase::Exit, self.srcs[src as usize].exit)
+                };
+                self.set_phase(s, c, Work::MaskAck { src, phase }, Mask::Daif, left);
+            }
+            Work::MaskAck { phase: MaskPhase::Flush, .. } => unreachable!("a flushing read ends when the path says so"),
+            Work::MaskAck { phase: MaskPhase::Exit, .. } => {
                 self.pop_frame(s, c);
                 self.irq_exit_tail(s, c, f.level);
             }
@@ -189,6 +198,7 @@ impl<P: Parts> Machine<P> {
                 }
                 I::Exit => ("hardirq", "irq exit".into(), None),
             },
+            Work::MaskAck { phase: MaskPhase::Flush, .. } => ("hardirq", "readl flush (behind the device's writes)".into(), Some(f.flow)),
             Work::MaskAck { .. } => ("hardirq", "mask_ack_irq (disabled)".into(), Some(f.flow)),
             Work::Softirq => ("softirq", "softirq".into(), None),
             Work::Napi { q } => ("softirq", format!("napi poll rx{q}"), None),

@@ -118,9 +118,17 @@ pub enum Write {
 /// slows down while the interrupt rate stays high (the collapse of the M5
 /// brief), and an MSI waits longer the more its own link and the others hold.
 /// Event-driven: the machine gets `Ev::PathDone` when the write in service is through.
+///
+/// A CPU's read of a device register (`readl` after an MSI-X mask write) is
+/// answered by a completion that PCIe ordering keeps behind the posted writes
+/// the device's link sent before it (a completion may not pass a posted
+/// request: PCIe Base Specification, "Transaction Ordering", rule D2a), so the
+/// path also tells a reader when the writes ahead of its completion are through
+/// (`flush`).
 pub struct DmaPath {
     pub msi: Ps,
-    pub busy: Option<(Write, Ps)>,
+    /// The write in service, its end, and its link.
+    pub busy: Option<(Write, Ps, u32)>,
     /// Per link (global link ids; only this socket's are used): writes waiting, with their cost and arrival.
     links: Vec<VecDeque<(Write, Ps, Ps)>>,
     /// The vectors with an MSI waiting per link (at most one each: a new one
@@ -130,6 +138,13 @@ pub struct DmaPath {
     ready: VecDeque<u32>,
     /// The cost of the writes waiting (not the one in service), for `backlog`.
     queued: Ps,
+    /// Per link: writes submitted and writes through, and the reads waiting
+    /// for the writes ahead of them (how many must be through, and the reader).
+    pushed: Vec<u64>,
+    through: Vec<u64>,
+    flushes: Vec<VecDeque<(u64, u32)>>,
+    /// Readers whose writes ahead are through, for the machine to resume (`take_flushed`).
+    flushed: Vec<u32>,
     pub busy_time: Ps,
     pub wait: Latency,
     /// Write intervals `(start, done)`, kept only when auditing.
@@ -145,6 +160,10 @@ impl DmaPath {
             link_msis: Vec::new(),
             ready: VecDeque::new(),
             queued: 0,
+            pushed: Vec::new(),
+            through: Vec::new(),
+            flushes: Vec::new(),
+            flushed: Vec::new(),
             busy_time: 0,
             wait: Latency::default(),
             log: None,
@@ -154,13 +173,11 @@ impl DmaPath {
     /// Queues a write from `link`; returns the write to start now (and its end) if the path was idle.
     #[inline]
     pub fn submit(&mut self, now: Ps, link: u32, w: Write, cost: Ps) -> Option<(Write, Ps)> {
-        if self.busy.is_none() {
-            return Some(self.start(now, w, cost, now));
-        }
         let l = link as usize;
-        if l >= self.links.len() {
-            self.links.resize_with(l + 1, VecDeque::new);
-            self.link_msis.resize_with(l + 1, Vec::new);
+        self.grow(l);
+        self.pushed[l] += 1;
+        if self.busy.is_none() {
+            return Some(self.start(now, link, w, cost, now));
         }
         if self.links[l].is_empty() {
             self.ready.push_back(link);
@@ -173,16 +190,51 @@ impl DmaPath {
         None
     }
 
+    #[inline]
+    fn grow(&mut self, l: usize) {
+        if l >= self.links.len() {
+            self.links.resize_with(l + 1, VecDeque::new);
+            self.link_msis.resize_with(l + 1, Vec::new);
+            self.pushed.resize(l + 1, 0);
+            self.through.resize(l + 1, 0);
+            self.flushes.resize_with(l + 1, VecDeque::new);
+        }
+    }
+
+    /// A read's completion on `link` for `reader`: returns true if no write the
+    /// link sent before it is still waiting or in service; otherwise the reader
+    /// is listed in `take_flushed` once the last of them is through.
+    pub fn flush(&mut self, link: u32, reader: u32) -> bool {
+        let l = link as usize;
+        self.grow(l);
+        if self.through[l] == self.pushed[l] {
+            return true;
+        }
+        self.flushes[l].push_back((self.pushed[l], reader));
+        false
+    }
+
+    /// Whether a reader's writes ahead came through since the last `take_flushed`.
+    #[inline]
+    pub fn has_flushed(&self) -> bool {
+        !self.flushed.is_empty()
+    }
+
+    /// The readers whose writes ahead came through since the last call.
+    pub fn take_flushed(&mut self) -> Vec<u32> {
+        std::mem::take(&mut self.flushed)
+    }
+
     /// The path's work ahead of a write submitted now, all links together, in ps
     /// (for the trace's backlog counter).
     pub fn backlog(&self, now: Ps) -> Ps {
-        self.queued + self.busy.map_or(0, |(_, end)| end.saturating_sub(now))
+        self.queued + self.busy.map_or(0, |(_, end, _)| end.saturating_sub(now))
     }
 
-    fn start(&mut self, now: Ps, w: Write, cost: Ps, queued: Ps) -> (Write, Ps) {
+    fn start(&mut self, now: Ps, link: u32, w: Write, cost: Ps, queued: Ps) -> (Write, Ps) {
         self.wait.record(now - queued);
         self.busy_time += cost;
-        self.busy = Some((w, now + cost));
+        self.busy = Some((w, now + cost, link));
         if let Some(log) = &mut self.log {
             log.push((now, now + cost));
         }
@@ -192,7 +244,13 @@ impl DmaPath {
     /// The write in service is through; returns it and the next one started (if any).
     #[inline]
     pub fn done(&mut self, now: Ps) -> (Write, Option<(Write, Ps)>) {
-        let (w, _) = self.busy.take().expect("a PathDone per write in service");
+        let (w, _, from) = self.busy.take().expect("a PathDone per write in service");
+        let f = from as usize;
+        self.through[f] += 1;
+        while self.flushes[f].front().is_some_and(|&(ahead, _)| ahead <= self.through[f]) {
+            let (_, reader) = self.flushes[f].pop_front().expect("a front");
+            self.flushed.push(reader);
+        }
         let next = self.ready.pop_front().map(|link| {
             let l = link as usize;
             let (nw, cost, queued) = self.links[l].pop_front().expect("a ready link has a write");
@@ -205,14 +263,14 @@ impl DmaPath {
             if !self.links[l].is_empty() {
                 self.ready.push_back(link);
             }
-            self.start(now, nw, cost, queued)
+            self.start(now, link, nw, cost, queued)
         });
         (w, next)
     }
 
     /// Time spent on writes up to `now` (`busy_time` counts a write whole when it starts).
     pub fn busy_until(&self, now: Ps) -> Ps {
-        let ahead = self.busy.map_or(0, |(_, end)| end.saturating_sub(now));
+        let ahead = self.busy.map_or(0, |(_, end, _)| end.saturating_sub(now));
         self.busy_time.saturating_sub(ahead)
     }
 
@@ -223,7 +281,7 @@ impl DmaPath {
 
     /// Starts the measured window at `now`: what is left of the write in service counts.
     pub fn reset(&mut self, now: Ps) {
-        self.busy_time = self.busy.map_or(0, |(_, end)| end.saturating_sub(now));
+        self.busy_time = self.busy.map_or(0, |(_, end, _)| end.saturating_sub(now));
         self.wait.reset();
     }
 }
@@ -320,6 +378,27 @@ mod path_tests {
         assert_eq!(p.done(80).1, Some((Write::Msi(9), 380)));
         assert_eq!(p.done(380).1, Some((Write::Dma(A), 420)));
         assert_eq!(p.done(420).1, None);
+    }
+
+    /// A read's completion waits for the writes its own link sent before it,
+    /// not for later ones nor for other links' (PCIe ordering is per link).
+    #[test]
+    fn a_reads_completion_waits_for_its_own_links_earlier_writes() {
+        let mut p = DmaPath::new(300);
+        assert!(p.flush(0, 5), "nothing on the path: answered at once");
+        p.submit(0, 0, Write::Dma(A), 40); // in service
+        p.submit(1, 1, Write::Msi(9), 300);
+        p.submit(2, 0, Write::Msi(7), 300);
+        assert!(!p.flush(1, 6) && !p.flush(0, 5) && p.flush(2, 4));
+        p.submit(3, 0, Write::Dma(B), 40); // after the read: not ahead of it
+        assert_eq!(p.done(40).0, Write::Dma(A));
+        assert!(!p.has_flushed(), "link 0 still has its MSI ahead of the read");
+        assert_eq!(p.done(340).0, Write::Msi(9));
+        assert_eq!(p.take_flushed(), vec![6]);
+        assert_eq!(p.done(640).0, Write::Msi(7));
+        assert_eq!(p.take_flushed(), vec![5], "through before link 0's later write");
+        assert_eq!(p.done(680), (Write::Dma(B), None));
+        assert!(!p.has_flushed());
     }
 
     /// The write in service counts for the part of it inside the window.

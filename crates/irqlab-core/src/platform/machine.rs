@@ -118,6 +118,9 @@ pub struct Counters {
     pub pba_merged: u64,
     pub irq_latency: Latency,
     pub virq_latency: Latency,
+    /// How long `mask_ack_irq`'s flushing read waited for the device's earlier
+    /// posted writes on the DMA path, per mask (0 when none were there).
+    pub msix_flush_wait: Latency,
     /// A task's operation (one pass of its loop), start to end.
     pub op_latency: Latency,
 }

@@ -154,6 +154,9 @@ impl<P: Parts> Machine<P> {
             r.metric("fabric.utilisation", busy as f64 / (span.max(1) as f64 * self.paths.len() as f64));
             r.metric("fabric.msis_in_flight", in_fabric as f64);
             r.histogram("fabric_wait", &self.paths[0].wait);
+            if self.n.msix_flush_wait.count() > 0 {
+                r.histogram("msix_flush_wait", &self.n.msix_flush_wait);
+            }
             if self.paths.len() > 1 {
                 for (k, p) in self.paths.iter().enumerate() {
                     r.metric(format!("fabric.socket{k}.utilisation"), p.busy_until(now) as f64 / span.max(1) as f64);

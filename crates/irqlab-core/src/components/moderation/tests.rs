@@ -264,6 +264,35 @@ fn a_disabled_interrupt_costs_its_cpu_the_mask() {
     assert!(bytes.windows(name.len()).any(|w| w == name), "the mask's slice is in the trace");
 }
 
+/// `mask_ack_irq`'s flushing read is answered behind the posted writes the
+/// disk sent before it: on a saturated DMA path its CPU spins in `readl` until
+/// they are through. With every other hardirq cost at zero, the CPUs' hardirq
+/// time is those waits, and without a DMA path there are none.
+#[test]
+fn a_masks_flushing_read_waits_behind_the_disks_writes() {
+    let free =
+        ["cpu.irq_entry=0ns", "cpu.irq_exit=0ns", "cpu.msix_mask=0ns", "nvme.0.handler=0ns", "nvme.0.per_cqe=0ns", "gsim.hrtimer=0ns"];
+    let mut sets = free.to_vec();
+    sets.extend(["gsim.delay_us=200", "fabric.dma_write=1us"]);
+    let out = go(NVME, &sets);
+    let (m, h) = (&out.report.metrics, &out.report.histograms);
+    assert!(m["fabric.utilisation"] > 0.95, "the path is saturated: {}", m["fabric.utilisation"]);
+    let w = &h["msix_flush_wait"];
+    assert!(w.mean > 2_000.0, "a mask waits behind the link's writes: {} ns", w.mean);
+    let span = 25e-3;
+    let spun = w.count as f64 * w.mean * 1e-9 / span; // CPUs' worth of waiting
+    let hardirq = m["hardirq_share"] * 4.0;
+    assert!((hardirq / spun - 1.0).abs() < 0.05, "hardirq {hardirq} CPUs, flush waits {spun}");
+    assert_eq!(out.audit.ios_found, out.audit.ios_owned);
+    // The same machine with the disks' writes landing at once: nothing to wait for.
+    let mut sets = free.to_vec();
+    sets.extend(["gsim.delay_us=200", "fabric.dma_write=0ns", "fabric.msi_write=0ns"]);
+    let out = go(NVME, &sets);
+    assert_eq!(out.report.histograms.get("msix_flush_wait").map_or(0.0, |w| w.max), 0.0);
+    assert!(out.report.metrics["gsim.masked_while_disabled"] > 0.0);
+    assert_eq!(out.report.metrics["hardirq_share"], 0.0);
+}
+
 /// The hardirq criterion: with a rate target GSIM never reaches, raising the
 /// CPU cost per completion until the hardirq share passes `hardirq_percent`
 /// makes GSIM moderate; below it, it does not.
