@@ -71,6 +71,10 @@ pub struct Stats {
     pub periods: u64,
     pub periods_armed_vlpi: u64,
     pub periods_doorbell: u64,
+    /// Doorbells past the first in a period, and periods with a vLPI while
+    /// unmasked that rang none: both 0 when the invariant holds.
+    pub periods_extra_doorbells: u64,
+    pub periods_vlpi_silent: u64,
     pub sched_in: u64,
     pub sched_out: u64,
     pub dirty_wait: Ps,
@@ -92,6 +96,9 @@ pub struct Vpe {
     pub db_raised: bool,
     /// A vLPI arrived in this non-resident period while the doorbell was unmasked.
     pub vlpi_armed: bool,
+    /// Doorbells rung in this period, counted where they ring (the invariant's
+    /// check, apart from `db_raised`, which decides whether to ring).
+    pub db_rung: u32,
 }
 
 #[derive(Default)]
@@ -218,6 +225,8 @@ impl Component for Gic {
         r.metric("gic.periods", st.periods as f64);
         r.metric("gic.periods_vlpi_unmasked", st.periods_armed_vlpi as f64);
         r.metric("gic.periods_doorbell", st.periods_doorbell as f64);
+        r.metric("gic.periods_extra_doorbells", st.periods_extra_doorbells as f64);
+        r.metric("gic.periods_vlpi_silent", st.periods_vlpi_silent as f64);
     }
 }
 
@@ -269,6 +278,7 @@ fn lpi<P: Parts>(m: &mut Machine<P>, s: &mut Scheduler<Ev>, slot: u32) {
     let ring = vp.db_armed && !vp.db_raised;
     if ring {
         vp.db_raised = true;
+        vp.db_rung += 1;
         g.stats.doorbells += 1;
     }
     let (rd, cost) = (vp.rd, g.c.doorbell_handler);
@@ -363,6 +373,7 @@ fn switch_out<P: Parts>(m: &mut Machine<P>, s: &mut Scheduler<Ev>, v: u32) {
     vp.db_armed = arm;
     vp.db_raised = false;
     vp.vlpi_armed = false;
+    vp.db_rung = 0;
     let p = vp.rd;
     hypervisor::hyp_work(m, s, p, cost, None, None);
     if blocked && pending_last {
@@ -397,7 +408,9 @@ fn switch_in<P: Parts>(m: &mut Machine<P>, s: &mut Scheduler<Ev>, v: u32) {
     cost += vpendbaser(g);
     g.stats.periods += 1;
     g.stats.periods_armed_vlpi += vp.vlpi_armed as u64;
-    g.stats.periods_doorbell += vp.db_raised as u64;
-    g.vpes[v as usize] = Vpe { resident: true, rd: p, db_armed: false, db_raised: false, vlpi_armed: false };
+    g.stats.periods_doorbell += (vp.db_rung > 0) as u64;
+    g.stats.periods_extra_doorbells += vp.db_rung.saturating_sub(1) as u64;
+    g.stats.periods_vlpi_silent += (vp.vlpi_armed && vp.db_rung == 0) as u64;
+    g.vpes[v as usize] = Vpe { resident: true, rd: p, ..Vpe::default() };
     hypervisor::hyp_work(m, s, p, cost, None, None);
 }

@@ -49,6 +49,11 @@ pub(crate) fn m3(sets: &[&str]) -> (BTreeMap<String, f64>, BTreeMap<String, crat
     assert_eq!(out.report.metrics["gic.vlpis_unaccounted"], 0.0, "a vLPI was lost or handled twice");
     assert_eq!(out.report.metrics["gic.vlpis_stranded"], 0.0, "a vLPI is pending on a blocked vCPU that nothing will wake");
     assert_eq!(out.audit.time_reversals, 0);
+    // The doorbell invariant, counted where doorbells ring: at most one per
+    // non-resident period, and one in every period a vLPI came while unmasked.
+    let m = &out.report.metrics;
+    assert_eq!(m.get("gic.periods_extra_doorbells").copied().unwrap_or(0.0), 0.0, "a second doorbell in a period");
+    assert_eq!(m.get("gic.periods_vlpi_silent").copied().unwrap_or(0.0), 0.0, "a vLPI in an unmasked period rang no doorbell");
     (out.report.metrics, out.report.histograms)
 }
 
