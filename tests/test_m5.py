@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import tomllib
 from pathlib import Path
 
 import pytest
@@ -20,9 +21,9 @@ def test_m5_figures_pass(tmp_path: Path) -> None:
     rows = json.loads((tmp_path / "figures.json").read_text())["figures"]
     assert len(rows) == 11
     # Three predictions miss (docs/m5-global-interrupt-moderation.md, "What
-    # the model gets wrong"): the no-moderation IOPS, the adaptive p99, the
-    # NIC's static coalescing; every other figure holds.
-    misses = {"8 SSDs, no moderation", "8 SSDs, GSIM adaptive, p99 latency", "100G NIC, static coalescing"}
+    # the model gets wrong"): the no-moderation IOPS and p99 (once its tail
+    # has settled), the NIC's static coalescing; every other figure holds.
+    misses = {"8 SSDs, no moderation", "8 SSDs, no moderation, p99 latency", "100G NIC, static coalescing"}
     bad = [r for r in rows if not r["within_tolerance"] and r["name"] not in misses]
     assert not bad, bad
     by = {r["name"]: r for r in rows}
@@ -34,6 +35,38 @@ def test_m5_figures_pass(tmp_path: Path) -> None:
     assert by["100G NIC, GSIM"]["overrides"] and not by["100G NIC, static coalescing"]["overrides"]
     html = (tmp_path / "index.html").read_text()
     assert "m5-nvme-8ssd [gsim.delay_us=200]" in html
+
+
+def p99_ms(sets: list[str]) -> float:
+    result, _ = irqlab.run(FIG / "m5-nvme-8ssd.toml", sets)
+    return float(result["histograms"]["nvme.ssd.latency"]["p99"]) / 1e6
+
+
+def test_the_8ssd_p99_figures_measure_a_settled_tail() -> None:
+    """The p99 figures run with warm-ups of their own (the dies' queues start
+    evenly filled and spread out slowly: docs/m5, "The tails settle slowly"):
+    the two halves of each figure's window give the same p99 within 4 %, where
+    the file's own 60 ms window reads it far lower."""
+    doc = tomllib.loads((FIG / "m5-nvme-8ssd.toml").read_text())
+    for name in ("8 SSDs, no moderation, p99 latency", "8 SSDs, GSIM adaptive, p99 latency"):
+        sets = next(e["set"] for e in doc["expect"] if e["name"] == name)
+        other = [s for s in sets if not s.startswith(("warmup=", "duration="))]
+        times = {s.split("=")[0]: irqlab_seconds(s.split("=", 1)[1]) for s in sets if s not in other}
+        w, d = times["warmup"], times["duration"]
+        mid = (w + d) / 2
+        first = p99_ms([*other, f'warmup="{w}s"', f'duration="{mid}s"'])
+        second = p99_ms([*other, f'warmup="{mid}s"', f'duration="{d}s"'])
+        assert abs(second / first - 1) < 0.04, f"{name}: halves {first:.2f} and {second:.2f} ms"
+        short = p99_ms(other)
+        assert short < 0.9 * first, f"{name}: {short:.2f} ms in the file's window, {first:.2f} settled"
+
+
+def irqlab_seconds(text: str) -> float:
+    v = text.strip('"')
+    for unit, scale in (("ms", 1e-3), ("s", 1.0)):
+        if v.endswith(unit):
+            return float(v[: -len(unit)]) * scale
+    raise ValueError(v)
 
 
 def test_nic_with_vms_is_deterministic_and_injects(tmp_path: Path) -> None:
