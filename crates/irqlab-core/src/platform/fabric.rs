@@ -190,15 +190,21 @@ impl DmaPath {
         None
     }
 
-    #[inline]
+    /// Makes room for link `l` (links are numbered as they are added).
+    #[inline(always)]
     fn grow(&mut self, l: usize) {
         if l >= self.links.len() {
-            self.links.resize_with(l + 1, VecDeque::new);
-            self.link_msis.resize_with(l + 1, Vec::new);
-            self.pushed.resize(l + 1, 0);
-            self.through.resize(l + 1, 0);
-            self.flushes.resize_with(l + 1, VecDeque::new);
+            self.grow_to(l);
         }
+    }
+
+    #[cold]
+    fn grow_to(&mut self, l: usize) {
+        self.links.resize_with(l + 1, VecDeque::new);
+        self.link_msis.resize_with(l + 1, Vec::new);
+        self.pushed.resize(l + 1, 0);
+        self.through.resize(l + 1, 0);
+        self.flushes.resize_with(l + 1, VecDeque::new);
     }
 
     /// A read's completion on `link` for `reader`: returns true if no write the
