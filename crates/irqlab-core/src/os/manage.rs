@@ -7,7 +7,7 @@
 
 use crate::engine::time::Ps;
 use crate::engine::Scheduler;
-use crate::platform::cpu::{Level, Mask, MaskPhase, Work};
+use crate::platform::cpu::{Level, MaskPhase, Work};
 use crate::platform::machine::{Ev, Machine};
 use crate::platform::parts::Parts;
 
@@ -30,15 +30,16 @@ impl<P: Parts> Machine<P> {
 
     /// `mask_ack_irq()`'s flushing `readl` of vector `i` from CPU `c`: whether
     /// its completion must wait for posted writes the device sent before it
-    /// that are still on the socket's DMA path (then `Cpu::mask_flush` is set
-    /// until `mask_flushed`). A machine without DMA paths answers at once.
+    /// that are still on the socket's DMA path (then `Cpu::mask_flush` holds
+    /// when its round trip would end, until `mask_flushed`). A machine without
+    /// DMA paths answers at once.
     pub(crate) fn mask_flush_waits(&mut self, now: Ps, c: usize, i: u32) -> bool {
         let src = &self.srcs[i as usize];
-        let (sk, link) = (src.socket as usize, src.link);
+        let (sk, link, entry) = (src.socket as usize, src.link, src.entry);
         let Some(p) = self.paths.get_mut(sk) else { return false };
         let waits = !p.flush(link, c as u32);
         if waits {
-            self.cpus[c].mask_flush = Some(now);
+            self.cpus[c].mask_flush = Some(now + entry + self.c.msix_mask);
         } else {
             self.n.msix_flush_wait.record(0);
         }
@@ -47,16 +48,22 @@ impl<P: Parts> Machine<P> {
 
     /// The device's writes ahead of CPU `c`'s flushing read are through: its
     /// `readl` returns (at once if it was already spinning, else when its
-    /// round trip ends), and the exit follows.
+    /// round trip ends), and the exit follows. An SDEI event or NMI may have
+    /// been taken over the spinning frame (DAIF does not hold them): the frame
+    /// then ends its spin when it is back on top.
     pub(crate) fn mask_flushed(&mut self, s: &mut Scheduler<Ev>, c: usize) {
-        let since = self.cpus[c].mask_flush.take().expect("a flushing read was waiting");
-        self.n.msix_flush_wait.record(s.now() - since);
-        let top = *self.cpus[c].top();
-        if let Work::MaskAck { src, phase: MaskPhase::Flush } = top.work {
+        let round_trip_end = self.cpus[c].mask_flush.take().expect("a flushing read was waiting");
+        self.n.msix_flush_wait.record(s.now().saturating_sub(round_trip_end));
+        let spinning = |f: &crate::platform::cpu::Frame| matches!(f.work, Work::MaskAck { phase: MaskPhase::Flush, .. });
+        let Some(k) = self.cpus[c].stack.iter().rposition(spinning) else {
+            return; // still in its round trip: it goes on to the exit when that ends
+        };
+        if k + 1 == self.cpus[c].stack.len() {
             self.pause_top(s, c);
-            let exit = self.srcs[src as usize].exit;
-            self.set_phase(s, c, Work::MaskAck { src, phase: MaskPhase::Exit }, Mask::Daif, exit);
+            self.cpus[c].top_mut().left = 0;
             self.run_top(s, c);
+        } else {
+            self.cpus[c].stack[k].left = 0;
         }
     }
 

@@ -211,8 +211,9 @@ pub struct Cpu {
     /// time the model leaves idle is spent spinning, and the report counts it as
     /// kernel time (`cpuN.poll_share`), not idle.
     pub spins: bool,
-    /// A `MaskAck` here waits, since this time, for its flushing read's
-    /// completion, which the device's earlier posted writes hold on the DMA path.
+    /// A `MaskAck` here waits for its flushing read's completion, which the
+    /// device's earlier posted writes hold on the DMA path; when the read's
+    /// round trip alone would have ended (what `msix_flush_wait` counts from).
     pub mask_flush: Option<Ps>,
     pub track: TrackId,
     pub vtrack: TrackId,

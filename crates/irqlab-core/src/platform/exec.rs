@@ -137,7 +137,11 @@ impl<P: Parts> Machine<P> {
                 };
                 self.set_phase(s, c, Work::MaskAck { src, phase }, Mask::Daif, left);
             }
-            Work::MaskAck { phase: MaskPhase::Flush, .. } => unreachable!("a flushing read ends when the path says so"),
+            // The path said the writes ahead are through (`mask_flushed`).
+            Work::MaskAck { src, phase: MaskPhase::Flush } => {
+                let exit = self.srcs[src as usize].exit;
+                self.set_phase(s, c, Work::MaskAck { src, phase: MaskPhase::Exit }, Mask::Daif, exit);
+            }
             Work::MaskAck { phase: MaskPhase::Exit, .. } => {
                 self.pop_frame(s, c);
                 self.irq_exit_tail(s, c, f.level);

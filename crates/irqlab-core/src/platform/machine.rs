@@ -118,8 +118,9 @@ pub struct Counters {
     pub pba_merged: u64,
     pub irq_latency: Latency,
     pub virq_latency: Latency,
-    /// How long `mask_ack_irq`'s flushing read waited for the device's earlier
-    /// posted writes on the DMA path, per mask (0 when none were there).
+    /// How long `mask_ack_irq`'s flushing read waited, past its own round
+    /// trip, for the device's earlier posted writes on the DMA path: the CPU's
+    /// spin in `readl` per mask (0 when they were through in time).
     pub msix_flush_wait: Latency,
     /// A task's operation (one pass of its loop), start to end.
     pub op_latency: Latency,
