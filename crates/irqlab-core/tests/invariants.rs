@@ -270,6 +270,7 @@ struct Devices {
     gsim: (u32, u32),                            // (delay us, 0 = off; target k/s)
     posted: bool,                                // Intel posted MSI for the host's vectors
     nic_flow: (bool, bool, bool),                // the NIC's fewest posted credits; its smallest buffer; timer reset mode
+    sdei: bool,                                  // SDEI cross-calls to every other CPU, taken over whatever runs there
 }
 
 fn devices() -> impl Strategy<Value = Devices> {
@@ -282,9 +283,10 @@ fn devices() -> impl Strategy<Value = Devices> {
         (0u32..150, 0u32..500),
         any::<bool>(),
         (any::<bool>(), any::<bool>(), any::<bool>()),
+        any::<bool>(),
     )
-        .prop_filter("some device", |(_, _, _, nvme, nic, _, _, _)| nvme.is_some() || nic.is_some())
-        .prop_map(|(cpus, sockets, dma, nvme, nic, gsim, posted, nic_flow)| Devices {
+        .prop_filter("some device", |(_, _, _, nvme, nic, _, _, _, _)| nvme.is_some() || nic.is_some())
+        .prop_map(|(cpus, sockets, dma, nvme, nic, gsim, posted, nic_flow, sdei)| Devices {
             cpus,
             sockets: sockets.min(cpus),
             dma,
@@ -293,6 +295,7 @@ fn devices() -> impl Strategy<Value = Devices> {
             gsim,
             posted,
             nic_flow,
+            sdei,
         })
 }
 
@@ -358,6 +361,18 @@ fn device_scenario(d: &Devices) -> String {
     if d.gsim.0 > 0 {
         t += &format!("[gsim]\ndelay_us = {}\ntarget_intr_rate = \"{}k/s\"\n", d.gsim.0, d.gsim.1);
     }
+    // Cross-calls go to host CPUs: not the one a VM's vCPU runs on.
+    let host_cpus = if d.nic.is_some_and(|n| n.3 > 0) { d.cpus - 1 } else { d.cpus };
+    if d.sdei && host_cpus > 1 {
+        let targets: Vec<String> = (1..host_cpus).map(|c| c.to_string()).collect();
+        for k in 0..80u64 {
+            t += &format!(
+                "[[crosscall]]\nname = \"sdei{k}\"\nat = \"{}ns\"\nfrom = 0\ntargets = [{}]\nmechanisms = [\"sdei\"]\nhandler = \"10us\"\n",
+                500_000 + k * 31_300,
+                targets.join(", ")
+            );
+        }
+    }
     t
 }
 
@@ -383,6 +398,8 @@ proptest! {
         prop_assert_eq!(a.pkts_found, a.pkts_offered, "{}", text);
         // GSIM never leaves a source disabled with no timer to enable it again.
         prop_assert_eq!(a.disabled_orphans, 0, "{}", text);
+        // No CPU is left spinning in a mask's flushing read that the path released.
+        prop_assert_eq!(a.stranded_flushes, 0, "{}", text);
         // Capacity: the fabric's slots (2 without DMA), one write at a time on a path.
         prop_assert!(a.fabric_peak <= 2, "fabric peak {}", a.fabric_peak);
         prop_assert!(a.path_peak <= 1, "path peak {}", a.path_peak);

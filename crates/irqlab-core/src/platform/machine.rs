@@ -152,6 +152,9 @@ pub struct Audit {
     pub disabled_orphans: u64,
     /// Sources still disabled at the end (re-enabled later by a queued timer).
     pub disabled_at_end: u64,
+    /// CPUs spinning in a mask's flushing read at the end whose writes ahead
+    /// are already through: nothing will end the spin.
+    pub stranded_flushes: u64,
     /// Writes a component took from their sources for a handler that has not
     /// started (a posted-MSI pass's vectors after the running one).
     pub events_taken: u64,
@@ -634,6 +637,11 @@ impl<P: Parts> Protocol for Machine<P> {
         }
         self.audit.path_peak =
             self.paths.iter().filter_map(|p| p.log.as_deref()).map(crate::platform::fabric::peak_in_service).max().unwrap_or(0) as u64;
+        let spinning = |f: &crate::platform::cpu::Frame| {
+            matches!(f.work, crate::platform::cpu::Work::MaskAck { phase: crate::platform::cpu::MaskPhase::Flush, .. })
+                && f.left == crate::engine::time::NEVER
+        };
+        self.audit.stranded_flushes = self.cpus.iter().filter(|c| c.mask_flush.is_none() && c.stack.iter().any(spinning)).count() as u64;
         ((self.audit.clone(), pending), std::mem::replace(&mut self.tracer, Tracer::disabled()))
     }
 }
