@@ -30,7 +30,7 @@ impl<P: Parts> Machine<P> {
         if let Some((_, end)) = next {
             s.at(end, Ev::PathDone(socket));
         }
-        let p = &mut self.paths[socket as usize];
+        // Reads whose completions waited for this write (a mask's `readl`).
         if p.has_flushed() {
             for c in p.take_flushed() {
                 self.mask_flushed(s, c as usize);
