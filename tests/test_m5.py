@@ -10,6 +10,7 @@ import pytest
 
 import irqlab
 from helpers import assert_ok, assert_user_error, run_cli
+from irqlab import _core
 
 EX = irqlab.SCENARIOS_DIR / "examples"
 FIG = irqlab.SCENARIOS_DIR / "figures"
@@ -52,7 +53,8 @@ def test_the_8ssd_p99_figures_measure_a_settled_tail() -> None:
     for name in ("8 SSDs, no moderation, p99 latency", "8 SSDs, GSIM adaptive, p99 latency"):
         sets = next(e["set"] for e in doc["expect"] if e["name"] == name)
         other = [s for s in sets if not s.startswith(("warmup=", "duration="))]
-        times = {s.split("=")[0]: irqlab_seconds(s.split("=", 1)[1]) for s in sets if s not in other}
+        given = dict(s.split("=", 1) for s in sets if s not in other)
+        times = {k: _core.parse_time_ps(v.strip('"')) / 1e12 for k, v in given.items()}
         w, d = times["warmup"], times["duration"]
         mid = (w + d) / 2
         first = p99_ms([*other, f'warmup="{w}s"', f'duration="{mid}s"'])
@@ -61,14 +63,6 @@ def test_the_8ssd_p99_figures_measure_a_settled_tail() -> None:
         if "no moderation" in name:
             short = p99_ms(other)
             assert short < 0.8 * min(first, second), f"{name}: {short:.2f} ms in the file's window, {first:.2f} settled"
-
-
-def irqlab_seconds(text: str) -> float:
-    v = text.strip('"')
-    for unit, scale in (("ms", 1e-3), ("s", 1.0)):
-        if v.endswith(unit):
-            return float(v[: -len(unit)]) * scale
-    raise ValueError(v)
 
 
 def test_nic_with_vms_is_deterministic_and_injects(tmp_path: Path) -> None:
