@@ -125,24 +125,31 @@ pub enum Write {
 /// request: PCIe Base Specification, "Transaction Ordering", rule D2a), so the
 /// path also tells a reader when the writes ahead of its completion are through
 /// (`flush`).
+/// One device link's side of the path: PCIe ordering makes it a FIFO.
+#[derive(Default)]
+struct Link {
+    /// Writes waiting, with their cost and arrival.
+    waiting: VecDeque<(Write, Ps, Ps)>,
+    /// The vectors with an MSI waiting (at most one each: a new one merges),
+    /// so that `msi_queued` need not scan the link's thousands of DMA writes.
+    msis: Vec<u32>,
+    /// Writes submitted and writes through, and the reads waiting for the
+    /// writes ahead of them (how many must be through, and the reader).
+    pushed: u64,
+    through: u64,
+    flushes: VecDeque<(u64, u32)>,
+}
+
 pub struct DmaPath {
     pub msi: Ps,
     /// The write in service, its end, and its link.
     pub busy: Option<(Write, Ps, u32)>,
-    /// Per link (global link ids; only this socket's are used): writes waiting, with their cost and arrival.
-    links: Vec<VecDeque<(Write, Ps, Ps)>>,
-    /// The vectors with an MSI waiting per link (at most one each: a new one
-    /// merges), so that `msi_queued` need not scan a link's thousands of DMA writes.
-    link_msis: Vec<Vec<u32>>,
+    /// Per link (global link ids; only this socket's are used).
+    links: Vec<Link>,
     /// Links with writes waiting, in round-robin order.
     ready: VecDeque<u32>,
     /// The cost of the writes waiting (not the one in service), for `backlog`.
     queued: Ps,
-    /// Per link: writes submitted and writes through, and the reads waiting
-    /// for the writes ahead of them (how many must be through, and the reader).
-    pushed: Vec<u64>,
-    through: Vec<u64>,
-    flushes: Vec<VecDeque<(u64, u32)>>,
     /// Readers whose writes ahead are through, for the machine to resume (`take_flushed`).
     flushed: Vec<u32>,
     pub busy_time: Ps,
@@ -157,12 +164,8 @@ impl DmaPath {
             msi,
             busy: None,
             links: Vec::new(),
-            link_msis: Vec::new(),
             ready: VecDeque::new(),
             queued: 0,
-            pushed: Vec::new(),
-            through: Vec::new(),
-            flushes: Vec::new(),
             flushed: Vec::new(),
             busy_time: 0,
             wait: Latency::default(),
@@ -175,17 +178,18 @@ impl DmaPath {
     pub fn submit(&mut self, now: Ps, link: u32, w: Write, cost: Ps) -> Option<(Write, Ps)> {
         let l = link as usize;
         self.grow(l);
-        self.pushed[l] += 1;
+        self.links[l].pushed += 1;
         if self.busy.is_none() {
             return Some(self.start(now, link, w, cost, now));
         }
-        if self.links[l].is_empty() {
+        let k = &mut self.links[l];
+        if k.waiting.is_empty() {
             self.ready.push_back(link);
         }
         if let Write::Msi(i) = w {
-            self.link_msis[l].push(i);
+            k.msis.push(i);
         }
-        self.links[l].push_back((w, cost, now));
+        k.waiting.push_back((w, cost, now));
         self.queued += cost;
         None
     }
@@ -200,11 +204,7 @@ impl DmaPath {
 
     #[cold]
     fn grow_to(&mut self, l: usize) {
-        self.links.resize_with(l + 1, VecDeque::new);
-        self.link_msis.resize_with(l + 1, Vec::new);
-        self.pushed.resize(l + 1, 0);
-        self.through.resize(l + 1, 0);
-        self.flushes.resize_with(l + 1, VecDeque::new);
+        self.links.resize_with(l + 1, Link::default);
     }
 
     /// A read's completion on `link` for `reader`: returns true if no write the
@@ -213,10 +213,11 @@ impl DmaPath {
     pub fn flush(&mut self, link: u32, reader: u32) -> bool {
         let l = link as usize;
         self.grow(l);
-        if self.through[l] == self.pushed[l] {
+        let k = &mut self.links[l];
+        if k.through == k.pushed {
             return true;
         }
-        self.flushes[l].push_back((self.pushed[l], reader));
+        k.flushes.push_back((k.pushed, reader));
         false
     }
 
@@ -251,22 +252,21 @@ impl DmaPath {
     #[inline]
     pub fn done(&mut self, now: Ps) -> (Write, Option<(Write, Ps)>) {
         let (w, _, from) = self.busy.take().expect("a PathDone per write in service");
-        let f = from as usize;
-        self.through[f] += 1;
-        while self.flushes[f].front().is_some_and(|&(ahead, _)| ahead <= self.through[f]) {
-            let (_, reader) = self.flushes[f].pop_front().expect("a front");
+        let f = &mut self.links[from as usize];
+        f.through += 1;
+        while f.flushes.front().is_some_and(|&(ahead, _)| ahead <= f.through) {
+            let (_, reader) = f.flushes.pop_front().expect("a front");
             self.flushed.push(reader);
         }
         let next = self.ready.pop_front().map(|link| {
-            let l = link as usize;
-            let (nw, cost, queued) = self.links[l].pop_front().expect("a ready link has a write");
+            let k = &mut self.links[link as usize];
+            let (nw, cost, queued) = k.waiting.pop_front().expect("a ready link has a write");
             self.queued -= cost;
             if let Write::Msi(i) = nw {
-                let msis = &mut self.link_msis[l];
-                let k = msis.iter().position(|&v| v == i).expect("a waiting MSI is listed");
-                msis.swap_remove(k);
+                let at = k.msis.iter().position(|&v| v == i).expect("a waiting MSI is listed");
+                k.msis.swap_remove(at);
             }
-            if !self.links[l].is_empty() {
+            if !k.waiting.is_empty() {
                 self.ready.push_back(link);
             }
             self.start(now, link, nw, cost, queued)
@@ -282,7 +282,7 @@ impl DmaPath {
 
     /// Whether vector `i` has a message queued on `link` and not yet started (a new one merges into it).
     pub fn msi_queued(&self, link: u32, i: u32) -> bool {
-        self.link_msis.get(link as usize).is_some_and(|v| v.contains(&i))
+        self.links.get(link as usize).is_some_and(|k| k.msis.contains(&i))
     }
 
     /// Starts the measured window at `now`: what is left of the write in service counts.
