@@ -104,6 +104,7 @@ impl<P: Parts> Machine<P> {
         if !src.special {
             return src.handler;
         }
+        src.handler_origin = origin;
         let (handler, sdei, owner) = (src.handler, src.sdei, src.owner);
         if sdei {
             src.pending = false;

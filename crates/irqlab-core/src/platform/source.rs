@@ -116,6 +116,11 @@ pub struct Source {
     /// The same for the virtual interrupt injected into the guest.
     pub vpending: bool,
     pub vraised: Ps,
+    /// When the device wrote the message the running handler stands for
+    /// (kept for owned sources only, whose owner may pass it on: a remapped
+    /// VF's host handler posts the guest's interrupt with it). `raised` may
+    /// already hold a later write's by then.
+    pub handler_origin: Ps,
     pub vflow: u64,
     pub vevents: u32,
     pub track: TrackId,
@@ -202,6 +207,7 @@ impl Source {
             inflight: 0,
             vpending: false,
             vraised: 0,
+            handler_origin: 0,
             vflow: 0,
             vevents: 0,
             track: TrackId::default(),

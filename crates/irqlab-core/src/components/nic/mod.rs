@@ -274,8 +274,9 @@ impl Component for Nic {
         }
         if let Some((host, vcpu)) = m.parts.get_ref().rxqs[src.owner_arg as usize].remapped {
             if c == host as usize {
-                let now = s.now();
-                m.post_virtual(s, i, vcpu as usize, now, 0, 0);
+                // The guest's latency runs from the device's write, as on the posted and exit paths.
+                let origin = m.srcs[i as usize].handler_origin;
+                m.post_virtual(s, i, vcpu as usize, origin, 0, 0);
             }
         }
     }
