@@ -20,14 +20,37 @@ fn may_run(vc: &Vcpu, p: u32) -> bool {
     vc.pinned.is_none_or(|c| c == p)
 }
 
-/// Whether another vCPU waits to run on pCPU `p`: one tickled to it, or one
-/// that last ran there and waits for a pCPU (the shared runqueue holds vCPUs
-/// tickled to other, idle pCPUs too: those do not need this one).
+/// KVM's "another task is runnable on this CPU" (`single_task_running()`),
+/// with per-CPU runqueues: a queued vCPU tickled to `p`, or one with no live
+/// tickle (none, or to a pCPU that has scheduled since) that last ran on `p`.
 pub(super) fn others_runnable(h: &Hypervisor, p: u32) -> bool {
     h.runq.iter().any(|&u| {
         let vc = &h.vcpus[u as usize];
-        may_run(vc, p) && (vc.tickled_cpu == Some(p) || (vc.tickled_cpu.is_none() && vc.processor == p))
+        let tickled = vc.tickled_cpu.filter(|&t| h.pcpus[t as usize].tickled);
+        may_run(vc, p) && (tickled == Some(p) || (tickled.is_none() && vc.processor == p))
     })
+}
+
+/// Xen's adaptive WFI (the review's proposal): another vCPU is runnable on
+/// pCPU `p`. credit2's runqueue is the socket's, so that is any queued vCPU
+/// that may run on `p` and is not held for another pCPU tickled for it that
+/// has not scheduled yet (`rqd->tickled`), wherever it last ran: a pCPU
+/// that schedules pulls it (`runq_candidate`). (Until 2026-11-26 it was
+/// KVM's per-CPU rule, which left a pCPU idling in a guest's WFI while a vCPU
+/// it would have taken waited; a review found it.)
+pub(super) fn runnable_here(h: &Hypervisor, p: u32) -> bool {
+    h.runq.iter().any(|&u| {
+        let vc = &h.vcpus[u as usize];
+        let held = vc.tickled_cpu.is_some_and(|t| t != p && h.pcpus[t as usize].tickled);
+        vc.pinned.is_none_or(|c| c == p) && !held
+    })
+}
+
+/// Whether a schedule on `p` now would take a queued vCPU: the scheduler's
+/// own choice, against which the WFI policies are checked (the statistics'
+/// "others"), independently of the predicates above.
+pub(super) fn would_take_one(h: &Hypervisor, p: u32) -> bool {
+    best_queued(h, p, None).is_some()
 }
 
 /// `burn_credits`: the running vCPU pays for its time.

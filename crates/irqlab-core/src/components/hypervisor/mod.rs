@@ -461,13 +461,14 @@ fn guest_done<P: Parts>(m: &mut Machine<P>, s: &mut Scheduler<Ev>, p: u32) {
 fn guest_wfi<P: Parts>(m: &mut Machine<P>, s: &mut Scheduler<Ev>, p: u32) {
     let now = s.now();
     let (h, tr) = split(m);
-    let others = credit2::others_runnable(h, p);
     let trap = match h.vwfi.expect("configured") {
         Vwfi::Trap => true,
         Vwfi::Native => false,
-        Vwfi::Adaptive => others,
-        Vwfi::Kvm => others || !h.direct_vlpi,
+        Vwfi::Adaptive => credit2::runnable_here(h, p),
+        Vwfi::Kvm => credit2::others_runnable(h, p) || !h.direct_vlpi,
     };
+    // Counted against what the scheduler would do here now, not the policy's predicate.
+    let others = credit2::would_take_one(h, p);
     h.stats.wfi[trap as usize][others as usize] += 1;
     if !trap {
         set_mode(&mut h.pcpus[p as usize], Mode::GuestIdle, now, tr);
