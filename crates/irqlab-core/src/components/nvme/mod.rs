@@ -76,10 +76,12 @@ pub struct Nvme {
 /// long (its loop kept finding entries) has stopped being an interrupt handler.
 const LOOP_WARN: Ps = PS_PER_MS;
 
-/// Thread work for a CQ is a resubmission batch, or (with this bit) a poll
-/// pass, or (with the other) the switch to the jobs a batch woke.
+/// Thread work for a CQ is a resubmission batch, or (with these bits) a poll
+/// pass, the switch to the jobs a batch woke, or a poll pass's completion of
+/// the requests it reaped.
 const POLL: u32 = 1 << 31;
 const WAKE: u32 = 1 << 30;
+const REAP: u32 = 1 << 29;
 
 /// An I/O a channel holds: from its start until its DMA leaves the device.
 #[derive(Clone, Copy)]
@@ -380,15 +382,12 @@ impl Component for Nvme {
     /// The job's thread runs for a batch that `nvme_irq` reaped: its `io_getevents`
     /// (or io_uring CQ peek) returns, and fio's completion latency ends here.
     fn thread_start<P: Has<Self>>(m: &mut Machine<P>, s: &mut Scheduler<Ev>, _c: usize, arg: u32) {
-        if arg & (POLL | WAKE) != 0 {
-            return; // the switch in comes before fio sees the batch
+        if arg & (POLL | WAKE | REAP) != 0 {
+            return; // the switch in, or the completions, come before fio sees the batch
         }
         let now = s.now();
         let me = m.parts.get();
         let cq = &mut me.cqs[arg as usize];
-        if cq.polled {
-            return; // its poll pass recorded them
-        }
         // The batch starting is the oldest not yet resubmitted: `resubmit` pops
         // `submitting` when it ends, and a CQ's batches run in turn on its CPU.
         let Some(&n) = cq.submitting.front() else { return };
@@ -400,7 +399,7 @@ impl Component for Nvme {
 
     /// A poll pass found the CQ (reap what it holds), or a batch of resubmissions went in.
     fn thread_done<P: Has<Self>>(m: &mut Machine<P>, s: &mut Scheduler<Ev>, c: usize, arg: u32) {
-        if arg & WAKE != 0 {
+        if arg & (WAKE | REAP) != 0 {
             return; // its batch's work follows in the CPU's queue
         }
         let q = arg & !POLL;
@@ -628,7 +627,7 @@ fn poll_soon<P: Has<Nvme>>(m: &mut Machine<P>, s: &mut Scheduler<Ev>, q: u32) {
 /// Reaps every posted entry of CQ `q` on CPU `c` (in `nvme_irq`, or a poll
 /// pass) and hands them to their jobs; returns how many, and the length of
 /// `nvme_irq` that reaped them (a poll pass ignores it: its thread work
-/// carries `per_cqe`).
+/// carries `per_cqe`, ahead of the point where fio sees the batch).
 fn reap_entries<P: Has<Nvme>>(m: &mut Machine<P>, s: &mut Scheduler<Ev>, c: usize, q: u32) -> (u64, Ps) {
     let now = s.now();
     let me = m.parts.get();
@@ -639,7 +638,7 @@ fn reap_entries<P: Has<Nvme>>(m: &mut Machine<P>, s: &mut Scheduler<Ev>, c: usiz
     let grp = &mut me.groups[g];
     // The kernel completes the requests here; fio sees them when the job's
     // thread runs (`thread_start`), or now if the thread's time is not modelled.
-    let job_later = grp.submit > 0 && !cq.polled;
+    let job_later = grp.submit > 0;
     for t in cq.posted.drain(..) {
         if job_later {
             cq.unseen.push_back(t);
@@ -667,7 +666,15 @@ fn reap_entries<P: Has<Nvme>>(m: &mut Machine<P>, s: &mut Scheduler<Ev>, c: usiz
             grp.wakes += woken as u64;
             m.thread_work(s, c, P::ID, q | WAKE, woken as u64 * wake);
         }
-        m.thread_work(s, c, P::ID, q, n * thread);
+        if polled && submit > 0 && per_cqe > 0 {
+            // `io_do_iopoll` completes the batch (`nvme_pci_complete_batch`, the
+            // CQEs posted to io_uring) before `io_uring_enter` returns to fio:
+            // fio's latency ends after it, as it does after `nvme_irq`'s.
+            m.thread_work(s, c, P::ID, q | REAP, n * per_cqe);
+            m.thread_work(s, c, P::ID, q, n * submit);
+        } else {
+            m.thread_work(s, c, P::ID, q, n * thread);
+        }
         return (n, irq);
     }
     // Not CPU-modelled: each job resubmits after the fixed delay; it counts from then.

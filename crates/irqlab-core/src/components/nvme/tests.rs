@@ -94,6 +94,23 @@ fn latency_ends_when_the_job_thread_runs_not_in_the_handler() {
     assert!(mean > 100_000.0 && mean < 106_000.0, "80 us in the device, then the 20 us handler: mean {mean} ns");
 }
 
+/// A polled reap's completions (`per_cqe`: `nvme_pci_complete_batch`, the
+/// io_uring CQE) run before `io_uring_enter` returns to fio, so they are in
+/// its latency, as they are on the interrupt path. (The latency ended when the
+/// pass found the batch, so polling gained `per_cqe` an I/O; a review.)
+#[test]
+fn per_cqe_is_in_the_latency_polled_or_not() {
+    for kind in ["none", "polling"] {
+        let k = format!("nvme.0.moderation.kind={kind}");
+        let mean = |per_cqe: &str| {
+            let p = format!("nvme.0.per_cqe={per_cqe}");
+            go(DISK, &["nvme.0.service_cv=0", &k, &p]).report.histograms["nvme.ssd.latency"].mean
+        };
+        let added = mean("10us") - mean("0ns");
+        assert!((added - 10_000.0).abs() < 200.0, "{kind}: per_cqe 10 us added {added} ns at queue depth 1");
+    }
+}
+
 #[test]
 fn io_in_parallel_channels_each_take_their_own_service_time() {
     // 16 jobs at iodepth 1 on a disk of 80 channels that any command may
