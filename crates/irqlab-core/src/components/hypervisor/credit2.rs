@@ -87,8 +87,14 @@ fn best_queued(h: &Hypervisor, p: u32, floor: Option<i64>) -> Option<u32> {
     best
 }
 
-/// `reset_credit`: everyone's credit is clipped to the carry-over and topped up.
-fn reset_credit(h: &mut Hypervisor) {
+/// `reset_credit`: everyone's credit is clipped to the carry-over and topped
+/// up, after the vCPUs running on other pCPUs are charged for their time so
+/// far (`burn_credits` on each running unit first: charged after the top-up,
+/// a vCPU above the carry-over lost credit it had not yet spent; a review).
+fn reset_credit(h: &mut Hypervisor, now: Ps) {
+    for p in 0..h.pcpus.len() as u32 {
+        burn(h, p, now);
+    }
     let (init, carry) = (h.c.credit_init as i64, h.c.min_timer as i64);
     for vc in &mut h.vcpus {
         vc.credit = vc.credit.min(carry) + init;
@@ -124,7 +130,7 @@ pub(super) fn schedule<P: Parts>(m: &mut Machine<P>, s: &mut Scheduler<Ev>, p: u
         },
     };
     if next.is_some_and(|v| epoch_over(h.vcpus[v as usize].credit, head_credit(h, Some(v)))) {
-        reset_credit(h);
+        reset_credit(h, now);
     }
     if next != cur {
         h.stats.switches += 1;
@@ -229,9 +235,9 @@ fn idle_target(h: &Hypervisor, order: &[u32]) -> Option<u32> {
     order.iter().copied().find(|&c| h.pcpus[c as usize].cur.is_none() && !h.pcpus[c as usize].tickled)
 }
 
-/// credit2 only: the pCPU where `v` would preempt with the best score
-/// (`tickle_score`: its credit over the running vCPU's, less
-/// `migrate_resist` away from its own pCPU), among those past the rate limit.
+/// credit2 only: the pCPU where `v` would preempt, among those past the rate
+/// limit: its own if it scores above 0 there (`tickle_score`: its credit over
+/// the running vCPU's), else the best score elsewhere, less `migrate_resist`.
 fn preempt_target(h: &mut Hypervisor, v: u32, order: &[u32], now: Ps) -> Option<u32> {
     if h.kind != Some(SchedKind::Credit2) {
         return None;
@@ -247,6 +253,11 @@ fn preempt_target(h: &mut Hypervisor, v: u32, order: &[u32], now: Ps) -> Option<
         }
         let resist = if c != home { h.c.migrate_resist as i64 } else { 0 };
         let score = h.vcpus[v as usize].credit - h.vcpus[u as usize].credit - resist;
+        // Its own pCPU is in its soft affinity (all pCPUs by default): taken
+        // at once if it scores at all, before any other is looked at.
+        if c == home && score > 0 {
+            return Some(c);
+        }
         if score > 0 && best.is_none_or(|(b, _)| score > b) {
             best = Some((score, c));
         }
