@@ -392,6 +392,9 @@ impl Component for Nvme {
         // `submitting` when it ends, and a CQ's batches run in turn on its CPU.
         let Some(&n) = cq.submitting.front() else { return };
         let grp = &mut me.groups[me.disks[cq.disk as usize].group as usize];
+        if grp.submit == 0 {
+            return; // the reap recorded them (a polled reap's per_cqe is this work)
+        }
         for t in cq.unseen.drain(..n as usize) {
             grp.latency.record(now - t);
         }
