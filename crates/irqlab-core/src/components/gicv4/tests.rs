@@ -40,7 +40,9 @@ fn one_doorbell_per_non_resident_period_with_a_vlpi() {
         assert!(m["gic.periods_doorbell"] <= m["gic.periods"]);
         // The doorbells rung in the window against the periods that rang one: they
         // differ only by the periods open at either edge of the window (one per vCPU, 8 at most).
-        let rung = m["gic.doorbells_per_s"] * 0.18; // the fixture's 200 ms less its 20 ms warm-up
+        // Counted where the hypervisor handles them, not where they ring: a
+        // doorbell raised anywhere else would show here.
+        let rung = m["gic.doorbells_handled_per_s"] * 0.18; // the fixture's 200 ms less its 20 ms warm-up
         assert!((rung - m["gic.periods_doorbell"]).abs() <= 16.0, "{rung} doorbells, {} periods", m["gic.periods_doorbell"]);
     }
     // Periods with no vLPI ring nothing: a vCPU idling in place is descheduled
