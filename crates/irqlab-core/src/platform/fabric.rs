@@ -108,6 +108,21 @@ pub enum Write {
     Msi(u32),
 }
 
+/// One device link's side of the path: PCIe ordering makes it a FIFO.
+#[derive(Default)]
+struct Link {
+    /// Writes waiting, with their cost and arrival.
+    waiting: VecDeque<(Write, Ps, Ps)>,
+    /// The vectors with an MSI waiting (at most one each: a new one merges),
+    /// so that `msi_queued` need not scan the link's thousands of DMA writes.
+    msis: Vec<u32>,
+    /// Writes submitted and writes through, and the reads waiting for the
+    /// writes ahead of them (how many must be through, and the reader).
+    pushed: u64,
+    through: u64,
+    flushes: VecDeque<(u64, u32)>,
+}
+
 /// The posted-write path of a socket's root complex, for devices that DMA:
 /// one write at a time into memory, each device's link in order, the links
 /// served round-robin. PCIe ordering makes each link a FIFO (a posted write
@@ -125,21 +140,6 @@ pub enum Write {
 /// request: PCIe Base Specification, "Transaction Ordering", rule D2a), so the
 /// path also tells a reader when the writes ahead of its completion are through
 /// (`flush`).
-/// One device link's side of the path: PCIe ordering makes it a FIFO.
-#[derive(Default)]
-struct Link {
-    /// Writes waiting, with their cost and arrival.
-    waiting: VecDeque<(Write, Ps, Ps)>,
-    /// The vectors with an MSI waiting (at most one each: a new one merges),
-    /// so that `msi_queued` need not scan the link's thousands of DMA writes.
-    msis: Vec<u32>,
-    /// Writes submitted and writes through, and the reads waiting for the
-    /// writes ahead of them (how many must be through, and the reader).
-    pushed: u64,
-    through: u64,
-    flushes: VecDeque<(u64, u32)>,
-}
-
 pub struct DmaPath {
     pub msi: Ps,
     /// The write in service, its end, and its link.

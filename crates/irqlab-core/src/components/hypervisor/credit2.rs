@@ -42,7 +42,7 @@ pub(super) fn runnable_here(h: &Hypervisor, p: u32) -> bool {
     h.runq.iter().any(|&u| {
         let vc = &h.vcpus[u as usize];
         let held = vc.tickled_cpu.is_some_and(|t| t != p && h.pcpus[t as usize].tickled);
-        vc.pinned.is_none_or(|c| c == p) && !held
+        may_run(vc, p) && !held
     })
 }
 
