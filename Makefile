@@ -44,15 +44,15 @@ test: setup
 	$(BIN)/mypy python/irqlab
 	cargo fmt --all -- --check
 	cargo clippy --workspace --release --all-targets -- -D warnings
-	cargo test --workspace --release
+	cargo test --workspace --profile test-opt
 	$(BIN)/pytest -q
 
 # Not run by CI: longer property searches (Rust and Python), a million fuzzed
 # scenarios, and the real-host tests 20 times in a row (they record this
 # machine's interrupts).
 test-long: setup
-	IRQLAB_PROPTEST_CASES=4096 cargo test --workspace --release
-	IRQLAB_FUZZ_CASES=1000000 cargo test --release -p irqlab-core --test fuzz_scenarios -- --nocapture
+	IRQLAB_PROPTEST_CASES=4096 cargo test --workspace --profile test-opt
+	IRQLAB_FUZZ_CASES=1000000 cargo test --profile test-opt -p irqlab-core --test fuzz_scenarios -- --nocapture
 	IRQLAB_LONG=1 $(BIN)/pytest -q
 	for i in $$(seq 20); do $(BIN)/pytest -q tests/test_host.py || exit 1; done
 
