@@ -3,8 +3,11 @@ would (a subprocess, so exit codes and stderr are the real ones)."""
 
 from __future__ import annotations
 
+import json
 import subprocess
+from collections.abc import Callable
 from pathlib import Path
+from typing import Any
 
 import pytest
 
@@ -49,3 +52,28 @@ def bundled_report(tmp_path_factory) -> tuple[subprocess.CompletedProcess[str], 
     takes tens of seconds, and several tests read its report."""
     out = tmp_path_factory.mktemp("bundled") / "report"
     return run_cli("reproduce", "--out", out), out
+
+
+@pytest.fixture(scope="session")
+def example_run(tmp_path_factory) -> Callable[..., tuple[subprocess.CompletedProcess[str], dict[str, Any]]]:
+    """`example_run(path, *sets)` -> (the CLI's `irqlab run PATH --set ... --json`,
+    its result document), run once per (path, sets) for the session: the heavy
+    M5 examples are read by several tests (shape, settling, what a user asks),
+    and each run is seconds. A run that fails is returned as is, not cached."""
+    cache: dict[tuple[str, ...], tuple[subprocess.CompletedProcess[str], dict[str, Any]]] = {}
+    root = tmp_path_factory.mktemp("example-runs")
+
+    def run(path: Path, *sets: str) -> tuple[subprocess.CompletedProcess[str], dict[str, Any]]:
+        key = (str(path), *sets)
+        if key not in cache:
+            out = root / f"{len(cache)}.json"
+            args: list[str] = []
+            for s in sets:
+                args += ["--set", s]
+            p = run_cli("run", path, *args, "--json", out)
+            if p.returncode != 0:
+                return p, {}
+            cache[key] = p, json.loads(out.read_text())
+        return cache[key]
+
+    return run

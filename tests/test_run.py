@@ -47,13 +47,11 @@ def test_examples_are_bundled():
 
 
 @pytest.mark.parametrize("path", examples(), ids=lambda p: p.stem)
-def test_every_example_runs_and_has_the_design_shape(path, tmp_path):
+def test_every_example_runs_and_has_the_design_shape(path, example_run):
     if any("replay" in src for src in tomllib.loads(path.read_text()).get("source", [])):
         pytest.skip("runs with its recorded trace: test_the_bundled_trace_replays_without_root")
-    out = tmp_path / "r.json"
-    p = run_cli("run", path, "--json", out)
+    p, doc = example_run(path)
     assert_ok(p)
-    doc = json.loads(out.read_text())
     check_result_shape(doc)
     assert doc["metrics"]["sim_s"] > 0
     # The summary printed for people names the metrics it shows.
