@@ -46,6 +46,11 @@ CASES = [
     ("set-index-of-absent-list", lambda s, d: ["run", s, "--set", "nvme.5.queues=2"], ["nvme has 0 entries"]),
     ("time-nan", lambda s, d: ["run", s, "--set", "duration=nan"], ["duration", "expected a finite time"]),
     ("time-huge", lambda s, d: ["run", s, "--set", "duration=1e308"], ["duration: 1e308:", "unit"]),
+    (
+        "pmhe-without-dsb",
+        lambda s, d: ["run", s, "--set", "cpu.masking=pmr", "--set", "cpu.pmr.pmhe=true"],
+        ["cpu.pmr.dsb", "pmhe = true", "pmhe = false"],
+    ),
     ("gic-version", lambda s, d: ["run", s, "--set", "gic.version=3"], ["gic.version", '"4.0" or "4.1"']),
     ("whatif-fractional-cpus", lambda s, d: ["whatif", "--cpus", "1.5"], ["--cpus", "whole CPU counts"]),
     (

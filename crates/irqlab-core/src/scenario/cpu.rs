@@ -110,6 +110,15 @@ impl CpuCosts {
                 return err(key, "is given in cycles, so cpu.ghz must be set to convert it");
             }
         }
+        // A PMHE=1 part with a free DSB is a PMHE=0 part: the user asked for the
+        // synchronisation's cost and would silently get none (a review).
+        if self.masking == Masking::Pmr && self.pmr.pmhe && self.pmr.dsb.ps(self.ghz) == Some(0) {
+            return err(
+                "cpu.pmr.dsb",
+                "0 with cpu.pmr.pmhe = true: a PMHE=1 part pays a synchronising `dsb sy` on every unmasking; \
+                 give its cost (a time, or cycles with cpu.ghz), or set cpu.pmr.pmhe = false",
+            );
+        }
         Ok(())
     }
 }

@@ -135,3 +135,12 @@ fn units_parse_like_scenario_values() {
     assert_eq!(super::parse_rate("1M/s").unwrap(), 1e6);
     assert!(super::parse_rate("fast").is_err());
 }
+
+#[test]
+fn pmhe_needs_a_dsb_cost_only_under_pseudo_nmi() {
+    let e = err_of(BASE, &["cpu.masking=pmr", "cpu.pmr.pmhe=true"]);
+    assert!(e.contains("cpu.pmr.dsb") && e.contains("pmhe = false"), "{e}");
+    for sets in [&["cpu.masking=pmr", "cpu.pmr.pmhe=true", "cpu.pmr.dsb=20ns"][..], &["cpu.pmr.pmhe=true"]] {
+        assert!(load(BASE, "s.toml", &sets.iter().map(|s| s.to_string()).collect::<Vec<_>>()).is_ok(), "{sets:?}");
+    }
+}
