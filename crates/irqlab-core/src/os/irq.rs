@@ -152,6 +152,10 @@ impl<P: Parts> Machine<P> {
             }
             P::handler_end(self, s, c, i, f.level);
         }
+        if phase != IrqPhase::Handler && f.level == Level::Host {
+            let src = &self.srcs[i as usize];
+            self.cpus[c].irq_arch += if phase == IrqPhase::Entry { src.entry } else { src.exit };
+        }
         match phase {
             IrqPhase::Entry => {
                 let h = self.handler_start(s, c, i, f.level, f.origin);

@@ -203,9 +203,14 @@ pub struct Cpu {
     /// Time per level and class since the last stats reset.
     pub time: [[Ps; 6]; 2],
     pub class_since: Ps,
-    /// Hardirq time before the last stats reset, so that a reader of the
-    /// CPU's lifetime hardirq time (GSIM's control law) does not see the reset.
-    pub hardirq_before_reset: Ps,
+    /// The host's hardirq time before the last stats reset, so that a reader
+    /// of the CPU's lifetime irq time (GSIM's control law) does not see the reset.
+    pub host_hardirq_before_reset: Ps,
+    /// The arch entry and exit of the host's interrupts (their `Entry` and
+    /// `Exit` phases, a `MaskAck`'s entry and exit) since the start of the run,
+    /// counted as each ends: hardirq time the kernel's irq time does not see.
+    pub irq_arch: Ps,
+    irq_arch_at_reset: Ps,
     pub irqs: u64,
     /// A thread busy-polls a queue here (io_uring IOPOLL, NAPI busy polling): the
     /// time the model leaves idle is spent spinning, and the report counts it as
@@ -244,7 +249,9 @@ impl Cpu {
             slice_start: 0,
             time: [[0; 6]; 2],
             class_since: 0,
-            hardirq_before_reset: 0,
+            host_hardirq_before_reset: 0,
+            irq_arch: 0,
+            irq_arch_at_reset: 0,
             irqs: 0,
             spins: false,
             mask_flush: None,
@@ -275,7 +282,8 @@ impl Cpu {
 
     pub fn reset_time(&mut self, now: Ps) {
         self.account(now);
-        self.hardirq_before_reset += self.class_time(Class::Hardirq);
+        self.host_hardirq_before_reset += self.time[Level::Host as usize][Class::Hardirq as usize];
+        self.irq_arch_at_reset = self.irq_arch;
         self.time = [[0; 6]; 2];
         self.irqs = 0;
     }
@@ -284,9 +292,19 @@ impl Cpu {
         self.time[0][c as usize] + self.time[1][c as usize]
     }
 
-    /// Hardirq time since the start of the run, whatever the stats resets.
-    pub fn hardirq_lifetime(&self) -> Ps {
-        self.hardirq_before_reset + self.class_time(Class::Hardirq)
+    /// Hardirq time as the kernel accounts it, since the start of the run
+    /// whatever the stats resets: `CPUTIME_IRQ`, charged from `irq_enter_rcu`
+    /// to `__irq_exit_rcu` (`account_hardirq_enter`/`_exit`, kernel/softirq.c;
+    /// `irqtime_account_irq`, kernel/sched/cputime.c). So the host's hardirq
+    /// frames without the arch entry and exit around them, and none of a
+    /// guest's (the host accounts a guest's time as `CPUTIME_GUEST`).
+    pub fn irqtime_lifetime(&self) -> Ps {
+        (self.host_hardirq_before_reset + self.time[Level::Host as usize][Class::Hardirq as usize]).saturating_sub(self.irq_arch)
+    }
+
+    /// [`Self::irqtime_lifetime`] since the last stats reset.
+    pub fn irqtime(&self) -> Ps {
+        self.time[Level::Host as usize][Class::Hardirq as usize].saturating_sub(self.irq_arch - self.irq_arch_at_reset)
     }
 
     pub fn level_time(&self, l: Level) -> Ps {
@@ -310,6 +328,13 @@ mod tests {
         assert_eq!(cpu.class_time(Class::Hardirq), 0);
         cpu.account(1_500);
         assert_eq!(cpu.class_time(Class::Hardirq), 500);
-        assert_eq!(cpu.hardirq_lifetime(), 1_500);
+        assert_eq!(cpu.irqtime_lifetime(), 1_500);
+        // An entry that ended after the reset comes off both; a guest's hardirq counts in neither.
+        cpu.irq_arch += 300;
+        assert_eq!((cpu.irqtime_lifetime(), cpu.irqtime()), (1_200, 200));
+        cpu.stack.push(Frame::new(Work::Irq { src: 0, phase: IrqPhase::Handler }, Level::Guest, Mask::Daif, 10));
+        cpu.account(2_000);
+        assert_eq!((cpu.irqtime_lifetime(), cpu.irqtime()), (1_200, 200));
+        assert_eq!(cpu.class_time(Class::Hardirq), 1_000);
     }
 }

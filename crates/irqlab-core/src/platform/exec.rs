@@ -142,7 +142,9 @@ impl<P: Parts> Machine<P> {
                 let exit = self.srcs[src as usize].exit;
                 self.set_phase(s, c, Work::MaskAck { src, phase: MaskPhase::Exit }, Mask::Daif, exit);
             }
-            Work::MaskAck { phase: MaskPhase::Exit, .. } => {
+            Work::MaskAck { src, phase: MaskPhase::Exit } => {
+                let src = &self.srcs[src as usize];
+                self.cpus[c].irq_arch += src.entry + src.exit;
                 self.pop_frame(s, c);
                 self.irq_exit_tail(s, c, f.level);
             }

@@ -103,6 +103,11 @@ impl<P: Parts> Machine<P> {
             r.metric(format!("{name}_share"), class_sum[k] / ncpu);
         }
         r.metric("busy_share", 1.0 - class_sum[Class::Idle as usize] / ncpu);
+        // What /proc/stat's irq column would show (IRQ_TIME_ACCOUNTING): the
+        // host's hardirq time without the arch entry and exit, which
+        // `hardirq_share` includes; it is what GSIM's hardirq criterion reads.
+        let irqtime: Ps = self.cpus.iter().map(|c| c.irqtime()).sum();
+        r.metric("irqtime_share", irqtime as f64 / span.max(1) as f64 / ncpu);
 
         let per_group = &self.src_handled;
         let mut table = Table::new(&["source", "interrupts", "interrupts_per_s"]);

@@ -387,9 +387,10 @@ pub(crate) fn after_handler<P: Has<GlobalModeration>>(m: &mut Machine<P>, s: &mu
 
 fn run_law<P: Has<GlobalModeration>>(m: &mut Machine<P>, now: Ps, c: usize) {
     m.cpus[c].account(now);
-    // Lifetime time: the end of warm-up zeroes the CPUs' times, which the
-    // kernel's counters never do (an epoch across it would read no hardirq).
-    let hardirq = m.cpus[c].hardirq_lifetime();
+    // The kernel's irq time (no arch entry and exit, no guest's), over the
+    // lifetime: the end of warm-up zeroes the CPUs' times, which the kernel's
+    // counters never do (an epoch across it would read no hardirq).
+    let hardirq = m.cpus[c].irqtime_lifetime();
     let g = m.parts.get().gsim.as_mut().expect("gsim on");
     let period = g.p.update_ns * PS_PER_NS;
     // "CPUs that reported in the period": a CPU reports when its 16th-interrupt
