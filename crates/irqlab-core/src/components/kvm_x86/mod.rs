@@ -130,11 +130,15 @@ struct Vcpu {
     posted: u64,
     /// Emulated counter overflows waiting for KVM_REQ_PMU's servicing.
     pmu_emulated: u32,
-    /// Lost-time bookkeeping: when this attempt's IRQs-off phase began, and when
-    /// the pass through the request list after a cancel began.
+    /// Lost-time bookkeeping: when this attempt's IRQs-off phase began.
     window_start: Ps,
     after_cancel: bool,
-    second_pass_since: Option<Ps>,
+    /// Requests serviced in this pass (and `Event` if it injected), and those
+    /// the cancelled pass before it had serviced: servicing one of them again
+    /// is what a cancel wastes, a request's first servicing is not (the other
+    /// order pays it too).
+    pass_served: u16,
+    repeat: u16,
     reschedules: u64,
     /// Guest-time sources (`GUEST_TIME`): cancelled on exit.
     guest_timers: [Option<TimerHandle>; 4],
@@ -250,7 +254,8 @@ impl KvmModel {
                 pmu_emulated: 0,
                 window_start: 0,
                 after_cancel: false,
-                second_pass_since: None,
+                pass_served: 0,
+                repeat: 0,
                 reschedules: 0,
                 guest_timers: [None; 4],
                 rng: stream(seed, &format!("kvm/vm{}/vcpu{}", v / k.vcpus, v % k.vcpus)),
@@ -584,9 +589,8 @@ impl KvmModel {
         let vc = &mut self.vcpus[v];
         vc.pos = 0;
         vc.serving = None;
-        if std::mem::take(&mut vc.after_cancel) {
-            vc.second_pass_since = Some(s.now());
-        }
+        vc.repeat = if std::mem::take(&mut vc.after_cancel) { vc.pass_served } else { 0 };
+        vc.pass_served = 0;
         self.begin(s, v, Phase::Service, None);
         self.service_next(s, v);
     }
@@ -600,6 +604,10 @@ impl KvmModel {
             if vc.pending & r.bit() != 0 {
                 vc.pending &= !r.bit();
                 vc.serving = Some(r);
+                vc.pass_served |= r.bit();
+                if vc.repeat & r.bit() != 0 {
+                    vc.lost += self.c.service;
+                }
                 if self.tracer.on() {
                     self.tracer.instant(s.now(), vc.track, "kvm", r.name(), None);
                 }
@@ -612,6 +620,10 @@ impl KvmModel {
         if vc.pending & Req::Event.bit() != 0 {
             vc.pending &= !Req::Event.bit();
             len = self.c.inject;
+            vc.pass_served |= Req::Event.bit();
+            if vc.repeat & Req::Event.bit() != 0 {
+                vc.lost += len; // what vmx_cancel_injection returned, injected again
+            }
             if vc.nmi.pending > 0 && !vc.nmi.injected && s.now() >= vc.nmi_masked_until {
                 vc.nmi.pending -= 1;
                 vc.nmi.injected = true;
@@ -623,10 +635,6 @@ impl KvmModel {
             vc.virq_injecting = std::mem::take(&mut vc.virq_pending);
         }
         vc.raised_in_window = false;
-        // A cancel's cost includes the pass through the list it forced.
-        if let Some(t) = vc.second_pass_since.take() {
-            vc.lost += s.now() - t;
-        }
         vc.window_start = s.now();
         self.begin(s, v, Phase::IrqsOff, Some(len + self.c.irqs_off));
     }
