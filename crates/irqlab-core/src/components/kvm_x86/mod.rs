@@ -137,6 +137,9 @@ struct Vcpu {
     /// the cancelled pass before it had serviced: servicing one of them again
     /// is what a cancel wastes, a request's first servicing is not (the other
     /// order pays it too).
+    /// A request came from outside while the vCPU was entering: `kvm_vcpu_kick`
+    /// found it `IN_GUEST_MODE` and its IPI makes it exit right after the entry.
+    kicked: bool,
     pass_served: u16,
     repeat: u16,
     reschedules: u64,
@@ -183,6 +186,8 @@ pub struct KvmModel {
     /// cancels by (first pending request, what raised it).
     attributed: BTreeMap<(Req, Cause), u64>,
     pmi_latency: Latency,
+    /// An NMI from outside the PMU (`rates.nmi`): raised to the guest entered with it.
+    nmi_latency: Latency,
     pub audit: KvmAudit,
     warmup: Ps,
 }
@@ -254,6 +259,7 @@ impl KvmModel {
                 pmu_emulated: 0,
                 window_start: 0,
                 after_cancel: false,
+                kicked: false,
                 pass_served: 0,
                 repeat: 0,
                 reschedules: 0,
@@ -304,6 +310,7 @@ impl KvmModel {
             tracer,
             attributed: BTreeMap::new(),
             pmi_latency: Latency::default(),
+            nmi_latency: Latency::default(),
             audit: KvmAudit::default(),
             warmup: sc.warmup.ps(),
         }
@@ -372,8 +379,14 @@ impl KvmModel {
         if vc.phase == Phase::IrqsOff {
             vc.raised_in_window = true;
         }
-        if matches!(cause, Cause::Src(_)) && vc.phase == Phase::Guest {
-            self.exit(s, v, 0);
+        if matches!(cause, Cause::Src(_)) {
+            match vc.phase {
+                Phase::Guest => self.exit(s, v, 0),
+                // Past the final check the mode is IN_GUEST_MODE: the kick's IPI lands
+                // as the guest starts (kvm_vcpu_kick, kvm_vcpu_exit_request's window closed).
+                Phase::Entry => vc.kicked = true,
+                _ => {}
+            }
         }
     }
 
@@ -552,6 +565,8 @@ impl KvmModel {
                     vc.nmi_masked_until = now + self.c.nmi_handler;
                     if from_pmi {
                         self.pmi_latency.record(now - t);
+                    } else {
+                        self.nmi_latency.record(now - t);
                     }
                 }
                 vc.nmi.injected = false;
@@ -579,6 +594,9 @@ impl KvmModel {
                     if d != NEVER {
                         self.vcpus[v].guest_timers[i] = Some(s.timer_after(d, KvmEv::Src(v as u32, src)));
                     }
+                }
+                if std::mem::take(&mut self.vcpus[v].kicked) {
+                    self.exit(s, v, 0);
                 }
             }
         }

@@ -22,6 +22,7 @@ impl KvmModel {
         }
         self.attributed.clear();
         self.pmi_latency.reset();
+        self.nmi_latency.reset();
     }
 
     pub fn report(&mut self, now: Ps, warmup: Ps, events: u64) -> Report {
@@ -107,6 +108,9 @@ impl KvmModel {
         }
         r.table("cancel_causes", causes);
         r.histogram("pmi_latency", &self.pmi_latency);
+        if self.nmi_latency.count() > 0 {
+            r.histogram("nmi_latency", &self.nmi_latency);
+        }
         r
     }
 }
