@@ -133,13 +133,13 @@ struct Vcpu {
     /// Lost-time bookkeeping: when this attempt's IRQs-off phase began.
     window_start: Ps,
     after_cancel: bool,
+    /// A request came from outside while the vCPU was entering: `kvm_vcpu_kick`
+    /// found it `IN_GUEST_MODE` and its IPI makes it exit right after the entry.
+    kicked: bool,
     /// Requests serviced in this pass (and `Event` if it injected), and those
     /// the cancelled pass before it had serviced: servicing one of them again
     /// is what a cancel wastes, a request's first servicing is not (the other
     /// order pays it too).
-    /// A request came from outside while the vCPU was entering: `kvm_vcpu_kick`
-    /// found it `IN_GUEST_MODE` and its IPI makes it exit right after the entry.
-    kicked: bool,
     pass_served: u16,
     repeat: u16,
     reschedules: u64,
