@@ -114,6 +114,13 @@ struct Vcpu {
     /// `nmi_left` holds what the handler still has to run.
     nmi_masked_until: Ps,
     nmi_left: Ps,
+    /// The LVTPC's mask bit: `kvm_apic_local_deliver` sets it on each PMI it
+    /// delivers (Intel guests), and the guest's perf NMI handler clears it at
+    /// its end (`intel_pmu_handle_irq`, late ack). `lvtpc_wait`: masked, and no
+    /// NMI handler has started since, so none is on its way to unmasking it.
+    lvtpc_masked: bool,
+    lvtpc_wait: bool,
+    pmis_masked: u64,
     /// The NMI-window exit armed at entry for an NMI pending behind the handler;
     /// cancelled on an exit, armed again at the next entry.
     window_armed: bool,
@@ -205,6 +212,8 @@ pub struct KvmAudit {
     pub nmis_queued: u64,
     pub nmis_dropped: u64,
     pub nmis_delivered: u64,
+    /// PMIs that found the LVTPC still masked from the last one (no NMI raised).
+    pub pmis_masked: u64,
     /// Posted interrupts raised, delivered, and raised during an IRQs-off window.
     pub posted: u64,
     pub posted_delivered: u64,
@@ -248,6 +257,9 @@ impl KvmModel {
                 pmi_injecting: Vec::new(),
                 nmi_masked_until: 0,
                 nmi_left: 0,
+                lvtpc_masked: false,
+                lvtpc_wait: false,
+                pmis_masked: 0,
                 window_armed: false,
                 window_timer: None,
                 virq_pending: 0,
@@ -453,6 +465,15 @@ impl KvmModel {
             // The host's PMI handler runs on the exit; perf's overflow callback
             // (`kvm_perf_overflow` → `__kvm_perf_overflow`) raises KVM_REQ_PMI, then KVM_REQ_PMU.
             Src::PmuOverflow => {
+                // A Linux guest's NMI handler stops its counters while it runs
+                // (`intel_pmu_handle_irq` → `__intel_pmu_disable_all`, every local
+                // NMI runs it): nothing overflows until it IRETs; the count resumes there.
+                let until = self.vcpus[v].nmi_masked_until;
+                if self.lvtpc == Lvtpc::Nmi && now < until {
+                    let d = (until - now).saturating_add(self.draw(v, src));
+                    self.vcpus[v].guest_timers[0] = Some(s.timer_after(d, KvmEv::Src(v as u32, src)));
+                    return;
+                }
                 self.vcpus[v].pmu_marks.push_back(now);
                 self.request(s, v, Req::Pmi, Cause::Src(src));
                 self.request(s, v, Req::Pmu, Cause::Src(src));
@@ -558,6 +579,9 @@ impl KvmModel {
                 vc.enters += 1;
                 if vc.nmi_masked_until == NEVER {
                     vc.nmi_masked_until = now + std::mem::take(&mut vc.nmi_left);
+                }
+                if !vc.injecting.is_empty() {
+                    vc.lvtpc_wait = false; // the handler that will unmask the LVTPC starts
                 }
                 for (t, from_pmi) in vc.injecting.drain(..) {
                     vc.nmi.delivered += 1;
@@ -682,6 +706,17 @@ impl KvmModel {
                 // One PMI stands for every overflow since the last: latency from the oldest.
                 let t = vc.pmu_marks.front().copied().unwrap_or(now);
                 vc.pmu_marks.clear();
+                // kvm_apic_local_deliver(): a masked LVTPC delivers nothing; the
+                // overflow's status bit is read by the handler already on its way.
+                if self.lvtpc == Lvtpc::Nmi {
+                    if vc.lvtpc_masked && (vc.lvtpc_wait || now < vc.nmi_masked_until) {
+                        vc.pmis_masked += 1;
+                        self.audit.pmis_masked += 1;
+                        return;
+                    }
+                    vc.lvtpc_masked = true;
+                    vc.lvtpc_wait = true;
+                }
                 match (self.lvtpc, self.apicv) {
                     // kvm_apic_local_deliver(LVTPC) in NMI mode -> kvm_inject_nmi(): NMIs are never posted.
                     (Lvtpc::Nmi, _) => {

@@ -19,6 +19,7 @@ impl KvmModel {
             vc.virqs = 0;
             vc.posted = 0;
             vc.reschedules = 0;
+            vc.pmis_masked = 0;
         }
         self.attributed.clear();
         self.pmi_latency.reset();
@@ -29,7 +30,7 @@ impl KvmModel {
         let span = now - warmup;
         let secs = ps_to_s(span).max(f64::MIN_POSITIVE);
         let mut r = Report::default();
-        let mut tot = [0f64; 9];
+        let mut tot = [0f64; 10];
         let mut per_vm: BTreeMap<u32, [f64; 3]> = BTreeMap::new();
         for (i, vc) in self.vcpus.iter_mut().enumerate() {
             if vc.phase == Phase::Guest {
@@ -46,6 +47,7 @@ impl KvmModel {
                 vc.virqs as f64,
                 vc.posted as f64,
                 vc.reschedules as f64,
+                vc.pmis_masked as f64,
             ];
             for (t, x) in tot.iter_mut().zip(row) {
                 *t += x;
@@ -80,6 +82,8 @@ impl KvmModel {
         r.metric("guest_time_lost_ns_per_s", tot[3] / 1e3 / secs / self.vcpus.len() as f64);
         r.metric("nmis_delivered", tot[4]);
         r.metric("nmis_dropped", tot[5]);
+        // PMIs raised while the LVTPC was still masked from the one before: no NMI.
+        r.metric("pmis_masked", tot[9]);
         // What the guest received: interrupts injected through its APIC, and NMIs. No device writes MSIs here.
         r.metric("virqs_delivered", tot[6]);
         r.metric("interrupts", tot[6] + tot[4]);
