@@ -84,7 +84,11 @@ impl<P: Parts> Machine<P> {
         cpu.end_rx_pass(lv);
         let sn = &mut cpu.softnet[lv];
         sn.restarts = sn.restarts.saturating_sub(1);
-        let restart = sn.restarts > 0 && now - sn.do_since < MAX_SOFTIRQ_TIME;
+        // handle_softirqs(): `time_before(jiffies, end) && !need_resched() && --max_restart`.
+        // A job thread queued on the CPU stands for a pending reschedule (a
+        // wake-up on it, or on its idle loop); one merely interrupted does not.
+        let need_resched = level == Level::Host && !cpu.threads.is_empty();
+        let restart = !need_resched && sn.restarts > 0 && now - sn.do_since < MAX_SOFTIRQ_TIME;
         (sn.left, sn.rx_since, sn.pass_left) = (budget, now, cpu.napi_list[lv].len());
         if restart || cpu.napi_list[lv].is_empty() {
             return false;
@@ -139,19 +143,12 @@ impl<P: Parts> Machine<P> {
             self.napis[q as usize].scheduled = true;
             self.cpus[c].softnet[level as usize].repoll.push_back(q);
         }
-        // Over a waiting job thread, `__do_softirq` hands the rest to ksoftirqd,
-        // which shares the CPU with the thread (`idle_work`): a flood of packets
-        // does not starve process context (receive livelock).
-        let below = self.cpus[c].top().work;
-        let mut defer =
-            level == Level::Host && (matches!(below, Work::Thread { .. }) || (!self.cpus[c].threads.is_empty() && self.idle_host(c)));
-        // Out of budget, restarts and time: the rest waits for ksoftirqd, which
-        // runs when the CPU would idle (at once on an idle CPU; in turns with job threads).
-        defer |= self.softnet_spent(c, level, n.work, s.now());
-        if defer {
-            // ksoftirqd's fresh `net_rx_action` polls them all.
-            self.cpus[c].end_rx_pass(level as usize);
-        }
+        // Out of budget or time with restarts and time left, `__do_softirq`
+        // runs NET_RX again; past them, or with a thread waiting to run
+        // (`need_resched`, checked only there), the rest waits for ksoftirqd,
+        // which runs when the CPU would idle (at once on an idle CPU; in turns
+        // with job threads): a flood does not starve process context.
+        let defer = self.softnet_spent(c, level, n.work, s.now());
         if !defer && self.softirq_can_run(c, level) {
             self.run_softirqs(s, c, level);
         }
