@@ -52,6 +52,16 @@ CASES = [
         ["cpu.pmr.dsb", "pmhe = true", "pmhe = false"],
     ),
     ("gic-version", lambda s, d: ["run", s, "--set", "gic.version=3"], ["gic.version", '"4.0" or "4.1"']),
+    (
+        "hlt-without-vm",
+        lambda s, d: ["run", s, "--set", 'hypervisor.guest_idle="hlt"'],
+        ["hypervisor.guest_idle", "[[vm]]"],
+    ),
+    (
+        "guest-idle-value",
+        lambda s, d: ["run", s, "--set", 'hypervisor.guest_idle="nap"'],
+        ["guest_idle", "spin", "hlt"],
+    ),
     ("whatif-fractional-cpus", lambda s, d: ["whatif", "--cpus", "1.5"], ["--cpus", "whole CPU counts"]),
     (
         "trace-after-the-run",

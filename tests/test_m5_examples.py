@@ -105,7 +105,9 @@ def test_gsim_warns_in_one_line_when_every_vf_interrupt_is_posted(tmp_path: Path
     warnings = [line for line in p.stderr.splitlines() if line.startswith("warning:")]
     assert len(warnings) == 1 and "gsim.moderated_sources = 0" in warnings[0], p.stderr
     m = json.loads((tmp_path / "posted.json").read_text())["metrics"]
-    assert m["gsim.moderated_sources"] == 0 and m["vm_exits"] == 0
+    assert m["gsim.moderated_sources"] == 0
+    # A posted interrupt takes no exit: the only exits are idle vCPUs' HLTs.
+    assert m["vm_exits"] == round(m["halt_exits_per_s"] * m["sim_s"]) > 0
     # Remapped through the host (the file as is), GSIM has the 160 host vectors.
     remapped = run("m5-nic-200g-10vms", "duration=8ms", "warmup=3ms")
     assert remapped["metrics"]["gsim.moderated_sources"] == 160

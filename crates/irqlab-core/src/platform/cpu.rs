@@ -54,6 +54,22 @@ pub enum HypPhase {
     Entry,
 }
 
+/// The phases of `Work::Halt`: an idle vCPU's HLT (or trapped WFI) in the
+/// host, KVM's `kvm_vcpu_halt`.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum HaltPhase {
+    /// The HLT exit to the host.
+    Exit,
+    /// Halt-polling (`kvm_vcpu_check_block` in a loop): the pCPU spins.
+    Poll,
+    /// Blocked (`kvm_vcpu_block`): the pCPU idles until a wake-up.
+    Blocked,
+    /// The wake-up of a blocked vCPU: the host's wake-up interrupt, `schedule()`.
+    Wake,
+    /// VM entry, back to the guest's idle loop, which takes the interrupt.
+    Entry,
+}
+
 /// The phases of `Work::MaskAck`.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum MaskPhase {
@@ -103,6 +119,11 @@ pub enum Work {
     Hyp {
         src: u32,
         phase: HypPhase,
+    },
+    /// An idle vCPU halted in the host (`hypervisor.guest_idle = "hlt"`),
+    /// over the guest's idle frame.
+    Halt {
+        phase: HaltPhase,
     },
     /// A component's thread in the kernel, in process context (fio's job in
     /// `io_submit`/`io_uring_enter`: `blk_mq_submit_bio` down to the SQ
@@ -154,6 +175,8 @@ impl Frame {
             Work::Irq { .. } | Work::MaskAck { .. } => Class::Hardirq,
             Work::Softirq | Work::Napi { .. } => Class::Softirq,
             Work::Hyp { .. } => Class::Hyp,
+            Work::Halt { phase: HaltPhase::Blocked } => Class::Idle,
+            Work::Halt { .. } => Class::Hyp,
         }
     }
 }
@@ -222,6 +245,10 @@ pub struct Cpu {
     pub mask_flush: Option<Ps>,
     pub track: TrackId,
     pub vtrack: TrackId,
+    /// The pinned vCPU's halt-polling window (`vcpu->halt_poll_ns`) and when
+    /// its current halt began (`hypervisor.guest_idle = "hlt"`).
+    pub halt_poll: Ps,
+    pub halt_since: Ps,
 }
 
 impl Cpu {
@@ -257,6 +284,8 @@ impl Cpu {
             mask_flush: None,
             track,
             vtrack,
+            halt_poll: 0,
+            halt_since: 0,
         }
     }
 

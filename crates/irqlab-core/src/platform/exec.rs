@@ -46,8 +46,9 @@ impl<P: Parts> Machine<P> {
                 }
                 continue;
             }
-            // Only the idle loop runs for ever: it gives way to threads and ksoftirqd.
-            if left == NEVER && self.idle_work(s, c) {
+            // Only the idle loop runs for ever: it gives way to threads and
+            // ksoftirqd, and a guest's, with nothing to take, may halt.
+            if left == NEVER && (self.idle_work(s, c) || self.guest_halt(s, c)) {
                 continue;
             }
             let cpu = &mut self.cpus[c];
@@ -78,6 +79,9 @@ impl<P: Parts> Machine<P> {
                 self.take_virtual(s, c, src);
                 return true;
             }
+        } else if !cpu.vpending.is_empty() {
+            // A halted vCPU with an interrupt for it: polling sees it, a blocked one is woken.
+            return self.halt_kick(s, c);
         }
         false
     }
@@ -157,6 +161,7 @@ impl<P: Parts> Machine<P> {
             Work::Napi { q } => self.napi_done(s, c, q, f.level),
             Work::Hyp { src, phase } => self.hyp_phase_done(s, c, src, phase, f),
             Work::Thread { owner, arg } => self.thread_done(s, c, owner, arg),
+            Work::Halt { phase } => self.halt_phase_done(s, c, phase),
             Work::Idle => unreachable!("idle never ends"),
         }
     }
@@ -209,6 +214,18 @@ impl<P: Parts> Machine<P> {
             Work::Softirq => ("softirq", "softirq".into(), None),
             Work::Napi { q } => ("softirq", format!("napi poll rx{q}"), None),
             Work::Thread { .. } => ("thread", "submit/reap".into(), None),
+            Work::Halt { phase } => (
+                "hypervisor",
+                match phase {
+                    crate::platform::cpu::HaltPhase::Exit => "hlt exit",
+                    crate::platform::cpu::HaltPhase::Poll => "halt poll",
+                    crate::platform::cpu::HaltPhase::Blocked => "vcpu blocked",
+                    crate::platform::cpu::HaltPhase::Wake => "vcpu wake-up",
+                    crate::platform::cpu::HaltPhase::Entry => "vm entry",
+                }
+                .into(),
+                None,
+            ),
             Work::Hyp { phase, .. } => (
                 "hypervisor",
                 match phase {

@@ -6,15 +6,20 @@
 //! mask allows.
 
 use crate::engine::{Ps, Scheduler};
-use crate::platform::cpu::{Frame, HypPhase, Level, Mask, Work};
+use crate::platform::cpu::{Frame, HaltPhase, HypPhase, Level, Mask, Work};
 use crate::platform::machine::{Ev, Machine};
 use crate::platform::parts::Parts;
 
 impl<P: Parts> Machine<P> {
     pub fn take_for_guest(&mut self, s: &mut Scheduler<Ev>, c: usize, i: u32, origin: Ps, flow: u64, events: u32) {
         self.srcs[i as usize].inflight += events;
-        self.n.vm_exits += 1;
-        let mut f = Frame::new(Work::Hyp { src: i, phase: HypPhase::Exit }, Level::Host, Mask::Daif, self.c.hyp_exit);
+        // A halted vCPU is out of guest mode already: no exit, straight to the handler.
+        let mut f = if matches!(self.cpus[c].top().work, Work::Halt { .. }) {
+            Frame::new(Work::Hyp { src: i, phase: HypPhase::Handler }, Level::Host, Mask::Daif, self.c.hyp_handler)
+        } else {
+            self.n.vm_exits += 1;
+            Frame::new(Work::Hyp { src: i, phase: HypPhase::Exit }, Level::Host, Mask::Daif, self.c.hyp_exit)
+        };
         f.origin = origin;
         f.flow = flow;
         self.push_frame(s, c, f);
@@ -27,7 +32,12 @@ impl<P: Parts> Machine<P> {
             HypPhase::Handler => self.set_phase(s, c, w(HypPhase::Inject), Mask::Daif, self.c.hyp_inject),
             HypPhase::Inject => {
                 self.inject(c, i, f);
-                self.set_phase(s, c, w(HypPhase::Entry), Mask::Daif, self.c.hyp_entry);
+                if self.under_halt(c) {
+                    // Back to the halt, which the pending interrupt ends (`deliver`).
+                    self.pop_frame(s, c);
+                } else {
+                    self.set_phase(s, c, w(HypPhase::Entry), Mask::Daif, self.c.hyp_entry);
+                }
             }
             HypPhase::Entry => {
                 self.pop_frame(s, c);
@@ -72,7 +82,8 @@ impl<P: Parts> Machine<P> {
         }
         let prio = self.srcs[i as usize].prio;
         let top = *self.cpus[c].top();
-        if top.level == Level::Guest && top.mask.admits(prio) {
+        let halted = matches!(top.work, Work::Halt { phase: HaltPhase::Poll | HaltPhase::Blocked });
+        if (top.level == Level::Guest && top.mask.admits(prio)) || halted {
             self.pause_top(s, c);
             self.run_top(s, c);
         }

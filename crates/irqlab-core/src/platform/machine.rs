@@ -88,6 +88,12 @@ pub struct Costs {
     pub hyp_handler: Ps,
     pub hyp_inject: Ps,
     pub hyp_entry: Ps,
+    /// `hypervisor.guest_idle = "hlt"`: idle vCPUs halt in the host; the most
+    /// a vCPU halt-polls, where its window grows from, and a blocked vCPU's wake-up.
+    pub guest_hlt: bool,
+    pub halt_poll_max: Ps,
+    pub halt_poll_grow_start: Ps,
+    pub hyp_wake: Ps,
     /// `netdev_budget` packets, `netdev_budget_usecs` of time per `net_rx_action`.
     pub netdev_budget: i64,
     pub netdev_budget_time: Ps,
@@ -102,6 +108,11 @@ pub struct Counters {
     pub host_irqs: u64,
     pub guest_irqs: u64,
     pub vm_exits: u64,
+    /// Idle vCPUs' HLT exits, and how each halt ended: an interrupt caught
+    /// while polling, or a blocked vCPU woken.
+    pub halt_exits: u64,
+    pub halt_polled: u64,
+    pub halt_wakeups: u64,
     pub switches: u64,
     /// Device messages merged into one still waiting to enter the fabric.
     pub msi_merged_at_device: u64,
@@ -333,6 +344,10 @@ impl<P: Parts> Machine<P> {
                 hyp_handler: sc.hypervisor.handler.ps(),
                 hyp_inject: sc.hypervisor.inject.ps(),
                 hyp_entry: sc.hypervisor.entry.ps(),
+                guest_hlt: sc.hypervisor.guest_idle == crate::scenario::GuestIdle::Hlt,
+                halt_poll_max: sc.hypervisor.halt_poll.ps(),
+                halt_poll_grow_start: sc.hypervisor.halt_poll_grow_start.ps(),
+                hyp_wake: sc.hypervisor.wake.ps(),
                 netdev_budget: sc.net.netdev_budget as i64,
                 netdev_budget_time: sc.net.netdev_budget_usecs as u64 * crate::engine::time::PS_PER_US,
             },

@@ -1,7 +1,7 @@
 //! The machine's core: CPUs as frame stacks with their masks (`cpu`, `exec`),
 //! the interrupt controller's pending state (`irqchip`), the platform fabric and
 //! DMA paths (`fabric`), MSI sources (`msi`), the hypervisor's injection path
-//! (`inject`), the pseudo-NMI cost model (`pmr`), and the machine itself
+//! (`inject`) and an idle vCPU's halt in the host (`halt`), the pseudo-NMI cost model (`pmr`), and the machine itself
 //! (`machine`): the core plus the components, which plug in through the hook
 //! points of `parts`.
 
@@ -9,6 +9,7 @@ pub mod cpu;
 pub mod dma;
 pub mod exec;
 pub mod fabric;
+pub mod halt;
 pub mod inject;
 pub mod irqchip;
 pub mod machine;

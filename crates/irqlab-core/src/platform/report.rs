@@ -56,6 +56,12 @@ impl<P: Parts> Machine<P> {
         r.metric("guest_interrupts", n.guest_irqs as f64);
         r.metric("vm_exits", n.vm_exits as f64);
         r.metric("vm_exits_per_s", n.vm_exits as f64 / secs);
+        if self.c.guest_hlt {
+            // Idle vCPUs' halts (`hypervisor.guest_idle = "hlt"`) and how they ended.
+            r.metric("halt_exits_per_s", n.halt_exits as f64 / secs);
+            r.metric("halt_poll_hits_per_s", n.halt_polled as f64 / secs);
+            r.metric("halt_wakeups_per_s", n.halt_wakeups as f64 / secs);
+        }
         r.metric("context_switches_per_s", n.switches as f64 / secs);
         r.histogram("irq_latency", &n.irq_latency);
         if n.virq_latency.count() > 0 {

@@ -68,6 +68,14 @@ pub fn check(s: &Scenario) -> Check {
             hosted[c as usize] = Some(vm.name.clone());
         }
     }
+    if s.hypervisor.guest_idle == super::GuestIdle::Hlt {
+        if s.vms.is_empty() {
+            return err("hypervisor.guest_idle", "\"hlt\" halts the vCPUs of [[vm]] sections, and this scenario has none");
+        }
+        if s.hypervisor.halt_poll_grow_start.ps() == 0 && s.hypervisor.halt_poll.ps() > 0 {
+            return err("hypervisor.halt_poll_grow_start", "must be greater than 0 when halt_poll is (a window grows from 0 to it first)");
+        }
+    }
     let ctx = Ctx {
         cpus,
         sockets: s.platform.sockets,
