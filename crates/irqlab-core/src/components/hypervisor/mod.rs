@@ -33,7 +33,7 @@ use std::collections::VecDeque;
 impl Component for Hypervisor {
     type Ev = HypEv;
 
-    fn build<P: Has<Self>>(m: &mut Machine<P>, sc: &Scenario, _seed: u64) -> Self {
+    fn build<P: Has<Self>>(m: &mut Machine<P>, sc: &Scenario, seed: u64) -> Self {
         let Some(v) = &sc.vcpu_sched else { return Hypervisor::default() };
         let c = Costs {
             exit: sc.hypervisor.exit.ps(),
@@ -98,6 +98,8 @@ impl Component for Hypervisor {
             vcpus,
             runq: (0..v.vcpus).collect(),
             c,
+            masked: v.masked.as_ref().filter(|x| x.rate.0 > 0.0).map(|x| (x.cpu, 1e12 / x.rate.0, x.length.ps())),
+            masked_rng: v.masked.as_ref().map(|_| crate::engine::rng::stream(seed, "hypervisor/masked")),
             ..Default::default()
         }
     }
@@ -109,6 +111,7 @@ impl Component for Hypervisor {
             m.parts.get().pcpus[p as usize].resched = true;
             s.after(0, P::ev(HypEv::IpiResched, p));
         }
+        next_masked(m, s);
     }
 
     fn handle<P: Has<Self>>(m: &mut Machine<P>, s: &mut Scheduler<Ev>, e: HypEv, p: u32) {
@@ -135,6 +138,12 @@ impl Component for Hypervisor {
             HypEv::WfiWake => guest_out_of_wfi(m, s, p),
             // The window ran out with nothing to wake the vCPU.
             HypEv::PollEnd => poll_gives_way(m, s, p),
+            // The hypervisor's FIFO on the pCPU: what comes meanwhile waits behind it.
+            HypEv::Masked => {
+                let len = hv(m).masked.map_or(0, |x| x.2);
+                hyp_work(m, s, p, len, None, Some(Exit::Masked));
+                next_masked(m, s);
+            }
         }
     }
 
@@ -263,6 +272,14 @@ pub fn hyp_work<P: Parts>(m: &mut Machine<P>, s: &mut Scheduler<Ev>, p: u32, cos
     enter_hyp(m, s, p, why);
     hv(m).pcpus[p as usize].q.push_back(Work { cost, kind: WorkKind::Plain, then });
     run_hyp(m, s, p);
+}
+
+/// Schedules the next masked stretch (`vcpu_sched.masked`), a Poisson gap away.
+fn next_masked<P: Parts>(m: &mut Machine<P>, s: &mut Scheduler<Ev>) {
+    let h = hv(m);
+    let (Some((p, gap, _)), Some(rng)) = (h.masked, h.masked_rng.as_mut()) else { return };
+    let d = crate::engine::time::s_to_ps(crate::engine::rng::exp_sample(rng, gap / 1e12));
+    s.after(d, ev::<P>(HypEv::Masked, p));
 }
 
 /// Leaves the guest or the idle loop for the hypervisor.

@@ -2,7 +2,7 @@
 //! which pCPUs, the scheduling policy, and how a guest's idle WFI is handled.
 
 use crate::scenario::check::{err, Check, Ctx};
-use crate::scenario::units::Time;
+use crate::scenario::units::{Rate, Time};
 use schemars::JsonSchema;
 use serde::{Deserialize, Serialize};
 
@@ -68,6 +68,27 @@ pub struct VcpuSched {
     pub halt_poll: Time,
     #[serde(default)]
     pub costs: SchedCosts,
+    /// A what-if, off by default: stretches in which the hypervisor runs on one
+    /// pCPU with interrupts masked, so that interrupts and work for that pCPU
+    /// wait behind them (a hardware domain's console writes under Xen's
+    /// `console_lock` with IRQs off, `xen/drivers/char/console.c`,
+    /// `guest_console_write`; other platform work). No rate or length is known
+    /// for a measured host: docs/m3-gicv4-direct-injection.md.
+    #[serde(default)]
+    pub masked: Option<MaskedStretches>,
+}
+
+/// `[vcpu_sched.masked]`: Poisson stretches of masked hypervisor time on a pCPU.
+#[derive(Clone, Debug, Deserialize, Serialize, JsonSchema)]
+#[serde(deny_unknown_fields)]
+pub struct MaskedStretches {
+    /// The pCPU (default 0, where Xen routes every host LPI).
+    #[serde(default)]
+    pub cpu: u32,
+    /// Stretches per second (Poisson).
+    pub rate: Rate,
+    /// Each stretch's length.
+    pub length: Time,
 }
 
 /// CPU time of the hypervisor's scheduling paths (guest exit and entry are `[hypervisor]`).
@@ -159,6 +180,17 @@ impl VcpuSched {
         for (k, t) in [("ratelimit", self.ratelimit), ("min_timer", self.min_timer), ("credit_init", self.credit_init)] {
             if t.ps() > 1_000_000_000_000_000 {
                 return err(format!("{p}.{k}"), "must be at most 1000s");
+            }
+        }
+        if let Some(x) = &self.masked {
+            if x.cpu >= self.pcpus {
+                return err(format!("{p}.masked.cpu"), format!("pCPU {} does not exist (vcpu_sched.pcpus = {})", x.cpu, self.pcpus));
+            }
+            if x.rate.0 > 0.0 && x.length.ps() == 0 {
+                return err(format!("{p}.masked.length"), "must be above 0 when the rate is");
+            }
+            if x.length.ps() > 1_000_000_000_000 || x.rate.0 * x.length.ps() as f64 / 1e12 >= 1.0 {
+                return err(format!("{p}.masked.length"), "at most 1s, and rate × length under 1 (the pCPU must run something else)");
             }
         }
         if self.credit_init.ps() == 0 {

@@ -33,6 +33,8 @@ crate::part_events! {
         WfiWake,
         /// A halted vCPU's polling window on this pCPU ran out (arg: pCPU).
         PollEnd,
+        /// A masked stretch begins on a pCPU (`vcpu_sched.masked`; arg: pCPU).
+        Masked,
     }
 }
 
@@ -56,6 +58,8 @@ pub enum Exit {
     /// The profiling buffer's interrupt (SPE's PMBIRQ, M2): a stage-2 fault on
     /// the buffer or the unit reaching PMBLIMITR.
     Pmbirq,
+    /// A stretch of hypervisor work with interrupts masked (`vcpu_sched.masked`).
+    Masked,
 }
 
 impl Exit {
@@ -65,7 +69,7 @@ impl Exit {
     }
 }
 
-pub const EXITS: [(Exit, &str); 8] = [
+pub const EXITS: [(Exit, &str); 9] = [
     (Exit::Lpi, "lpi"),
     (Exit::Ipi, "ipi"),
     (Exit::Doorbell, "doorbell"),
@@ -74,6 +78,7 @@ pub const EXITS: [(Exit, &str); 8] = [
     (Exit::Maintenance, "maintenance"),
     (Exit::Sysreg, "sysreg"),
     (Exit::Pmbirq, "pmbirq"),
+    (Exit::Masked, "masked"),
 ];
 
 /// Work the guest runs on a vCPU: its CPU time, and what to run once it is done.
@@ -218,6 +223,10 @@ pub struct Hypervisor {
     pub stats: Stats,
     /// vIRQ handlers the guest finished, over the whole run (not reset at warm-up).
     pub virqs_taken: u64,
+    /// `vcpu_sched.masked`: the pCPU, the mean gap (ps) and length of its
+    /// masked stretches, and their random stream.
+    pub masked: Option<(u32, f64, Ps)>,
+    pub masked_rng: Option<crate::engine::rng::Rng>,
 }
 
 /// Costs in ps, converted once.

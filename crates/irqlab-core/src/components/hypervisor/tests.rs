@@ -320,3 +320,22 @@ fn a_polling_pcpu_takes_a_woken_vcpu() {
     let (a, b) = (&polled["hyp.wake_latency"], &plain["hyp.wake_latency"]);
     assert!(a.p99 < 2.0 * b.p99 && a.mean < 1.5 * b.mean, "wake-up with polling {a:?}, without {b:?}");
 }
+
+/// `vcpu_sched.masked` (a what-if): stretches of masked hypervisor time on
+/// pCPU 0, where Xen routes every host LPI, hold every completion in flight on
+/// the trap path behind them, and on the direct path only those of the vCPU
+/// on pCPU 0: the trap path's tail grows past the stretches' length, the
+/// direct path's barely; no vLPI is lost (`m3` checks), and a zero rate changes nothing.
+#[test]
+fn masked_stretches_on_pcpu0_hold_back_the_trap_path_far_more_than_direct_injection() {
+    let p999 = |sets: &[&str]| m3(&[&["duration=2s", "warmup=100ms", "gic.lpi_target=0"], sets].concat()).1["vblk.clat"].p99_9;
+    let stretch = "vcpu_sched.masked={rate=5, length=\"2ms\"}";
+    let (off, on) = (p999(&["gic.direct_lpi=false"]), p999(&["gic.direct_lpi=true"]));
+    let (off_m, on_m) = (p999(&["gic.direct_lpi=false", stretch]), p999(&["gic.direct_lpi=true", stretch]));
+    assert!(off_m > 1.5 * off && off_m > 1.5e6, "trap path: {off} -> {off_m} ns");
+    assert!(on_m < 1.3 * on, "direct path: {on} -> {on_m} ns");
+    let zero = p999(&["gic.direct_lpi=false", "vcpu_sched.masked={rate=0, length=\"2ms\"}"]);
+    assert_eq!(zero, off);
+    let e = crate::load(BASE, "m3.toml", &["vcpu_sched.masked={cpu=9, rate=1, length=\"1ms\"}".into()]).unwrap_err().to_string();
+    assert!(e.contains("vcpu_sched.masked.cpu"), "{e}");
+}
