@@ -53,6 +53,11 @@ CASES = [
     ),
     ("gic-version", lambda s, d: ["run", s, "--set", "gic.version=3"], ["gic.version", '"4.0" or "4.1"']),
     (
+        "nmi-without-pseudo-nmi",
+        lambda s, d: ["run", s, "--set", "source.0.nmi=true", "--set", "cpu.masking=daif"],
+        ["source[0].nmi", 'cpu.masking = "pmr"'],
+    ),
+    (
         "hlt-without-vm",
         lambda s, d: ["run", s, "--set", 'hypervisor.guest_idle="hlt"'],
         ["hypervisor.guest_idle", "[[vm]]"],

@@ -77,7 +77,8 @@ fn scenario(m: &Mix) -> String {
     }
     let cpus: Vec<String> = (0..host_cpus).map(|c| c.to_string()).collect();
     for (i, (count, rate, handler, nmi, softirq)) in m.sources.iter().enumerate() {
-        // Arrivals stop at 3 ms so that everything can drain by 4 ms.
+        let nmi = *nmi && m.masking == "pmr"; // request_nmi needs pseudo-NMI
+                                              // Arrivals stop at 3 ms so that everything can drain by 4 ms.
         let place = if vm && i % 2 == 1 { "vm = \"g\"\ncpus = [0]".to_string() } else { format!("cpus = [{}]", cpus.join(", ")) };
         t += &format!(
             "[[source]]\nname = \"s{i}\"\ncount = {count}\nrate = \"{rate}k/s\"\nhandler = \"{handler}ns\"\n\
@@ -206,7 +207,10 @@ handler = "100ns"
 nmi = true
 "#;
     let pmr = run(&load(base, "n.toml", &[]).unwrap(), RunOptions::default());
-    let daif = run(&load(base, "n.toml", &["cpu.masking=daif".into()]).unwrap(), RunOptions::default());
+    // Without pseudo-NMI there is no NMI (request_nmi fails): the same device is an ordinary IRQ.
+    let e = load(base, "n.toml", &["cpu.masking=daif".into()]).unwrap_err().to_string();
+    assert!(e.contains("source[0].nmi"), "{e}");
+    let daif = run(&load(base, "n.toml", &["cpu.masking=daif".into(), "source.0.nmi=false".into()]).unwrap(), RunOptions::default());
     let (p, d) = (&pmr.report.histograms["irq_latency"], &daif.report.histograms["irq_latency"]);
     assert!(p.max < 1_000.0, "pseudo-NMI waited {} ns under PMR masking", p.max);
     assert!(d.mean > 30_000.0, "DAIF masking let it through early: mean {} ns", d.mean);
@@ -415,4 +419,37 @@ proptest! {
             prop_assert!(v.is_finite(), "{} = {}", k, v);
         }
     }
+}
+
+/// Under pseudo-NMI `__schedule` masks by the PMR (`local_irq_disable`), not
+/// DAIF.I, so a pseudo-NMI is taken in the middle of a context switch; under
+/// DAIF masking an ordinary IRQ waits for the switch's end. (The switch frame
+/// was always DAIF-masked: a review measured pseudo-NMI backtraces waiting up
+/// to a whole 100 us switch.)
+#[test]
+fn a_pseudo_nmi_is_taken_inside_a_context_switch() {
+    let base = r#"
+name = "sw"
+duration = "20ms"
+[cpu]
+masking = "pmr"
+context_switch = "100us"
+exception_entry = "0"
+[[task]]
+name = "t"
+count = 2
+work = "10us"
+exception = "yield"
+[[source]]
+name = "nmi"
+rate = "20k/s"
+handler = "100ns"
+nmi = true
+"#;
+    let pmr = run(&load(base, "sw.toml", &[]).unwrap(), RunOptions::default());
+    let p = &pmr.report.histograms["irq_latency"];
+    assert!(pmr.report.metrics["context_switches_per_s"] > 5_000.0);
+    assert!(p.max < 5_000.0, "pseudo-NMI waited {} ns in a context switch", p.max);
+    let daif = run(&load(base, "sw.toml", &["cpu.masking=daif".into(), "source.0.nmi=false".into()]).unwrap(), RunOptions::default());
+    assert!(daif.report.histograms["irq_latency"].max > 50_000.0, "an IRQ waits for the switch under DAIF");
 }

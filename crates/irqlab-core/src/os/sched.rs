@@ -3,7 +3,7 @@
 //! `context_switch()` as a frame with a cost.
 
 use crate::engine::{Ps, Scheduler};
-use crate::platform::cpu::{Frame, Mask, Work};
+use crate::platform::cpu::{Frame, Work};
 use crate::platform::machine::{Ev, Machine};
 use crate::platform::parts::Parts;
 
@@ -23,7 +23,9 @@ impl<P: Parts> Machine<P> {
         let next = cpu.rq.pop_front().expect("need_resched saw a runnable task");
         self.tasks[cur as usize].saved = Some(saved);
         self.n.switches += 1;
-        let sw = Frame::new(Work::Switch { next }, saved.level, Mask::Daif, self.c.switch);
+        // __schedule runs under local_irq_disable: the PMR under pseudo-NMI (a
+        // pseudo-NMI is taken in a context switch), DAIF.I otherwise.
+        let sw = Frame::new(Work::Switch { next }, saved.level, self.c.irq_handler_mask, self.c.switch);
         self.push_frame(s, c, sw);
     }
 

@@ -97,6 +97,10 @@ pub fn check(s: &Scenario) -> Check {
         if src.arrival == super::Arrival::Periodic && src.rate.0 == 0.0 {
             return err(format!("{p}.rate"), "a periodic source needs a rate above 0");
         }
+        // request_nmi() fails unless the GIC driver masks by priority (gic_supports_nmi).
+        if src.nmi && s.cpu.masking != super::Masking::Pmr {
+            return err(format!("{p}.nmi"), "an NMI needs pseudo-NMI: set cpu.masking = \"pmr\" (request_nmi fails without it)");
+        }
     }
     s.cpu.check()?;
     if (s.fabric.dma_write.ps() > 0 || s.fabric.dma_per_kib.ps() > 0) && s.fabric.slots != 1 {
