@@ -33,6 +33,19 @@ def write(tmp: Path, name: str, text: str) -> Path:
 
 
 # (id, argv builder(small, tmp in-dir) -> args, substrings the one line must contain)
+CROSSCALL_WAITS = """
+name = "x"
+duration = "20ms"
+[platform]
+cpus = 2
+[[crosscall]]
+name = "bt"
+at = "1ms"
+mechanisms = ["ipi", "sdei"]
+waits = ["1ms"]
+handler = "1us"
+"""
+
 CASES = [
     ("unknown-key", lambda s, d: ["run", write(d, "u.toml", UNKNOWN_KEY)], ["u.toml", "cpu.maskin", "unknown field"]),
     ("wrong-type", lambda s, d: ["run", s, "--set", "platform.cpus=lots"], ["platform.cpus", "invalid type"]),
@@ -52,6 +65,11 @@ CASES = [
         ["cpu.pmr.dsb", "pmhe = true", "pmhe = false"],
     ),
     ("gic-version", lambda s, d: ["run", s, "--set", "gic.version=3"], ["gic.version", '"4.0" or "4.1"']),
+    (
+        "crosscall-waits-count",
+        lambda s, d: ["run", write(d, "x.toml", CROSSCALL_WAITS)],
+        ["crosscall[0].waits", "one per mechanism"],
+    ),
     (
         "nmi-without-pseudo-nmi",
         lambda s, d: ["run", s, "--set", "source.0.nmi=true", "--set", "cpu.masking=daif"],

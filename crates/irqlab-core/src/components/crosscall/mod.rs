@@ -45,7 +45,10 @@ pub struct CallState {
     pub mechanisms: Vec<Mechanism>,
     /// The source for (stage, target j) is `srcs[stage * targets.len() + j]`.
     pub srcs: Vec<u32>,
-    pub timeout: Ps,
+    /// When each stage's first signal goes, from `at` (`k × timeout`, or the
+    /// sum of the waits before it), and when the requester gives up (with `waits`).
+    pub starts: Vec<Ps>,
+    pub deadline: Option<Ps>,
     pub signals: u32,
     pub interval: Ps,
     /// The next signal to send: its stage (index into `mechanisms`) and repeat.
@@ -53,6 +56,8 @@ pub struct CallState {
     pub rep: u32,
     /// Per target: latency from `at` to the first handler start, and the stage that got there.
     pub reached: Vec<Option<(Ps, u32)>>,
+    /// Targets whose first handler started after the deadline.
+    pub late: Vec<bool>,
     pub handler_runs: u64,
     pub signals_sent: u64,
     /// `cpu.sdei.signal`: one SMC on the requester per target PE, one after another.
@@ -100,14 +105,34 @@ impl Component for CrossCalls {
                     ids.push(i);
                 }
             }
+            let (starts, deadline) = match &x.waits {
+                Some(w) => {
+                    let ends: Vec<Ps> = w
+                        .iter()
+                        .scan(0 as Ps, |t, d| {
+                            *t += d.ps();
+                            Some(*t)
+                        })
+                        .collect();
+                    let mut starts = vec![0];
+                    starts.extend_from_slice(&ends[..ends.len() - 1]);
+                    (starts, ends.last().copied())
+                }
+                None => {
+                    let t = x.timeout.map(|t| t.ps()).unwrap_or(0);
+                    ((0..x.mechanisms.len() as Ps).map(|k| k.saturating_mul(t)).collect(), None)
+                }
+            };
             me.calls.push(CallState {
                 name: x.name.clone(),
                 at: x.at.ps(),
                 reached: vec![None; targets.len()],
+                late: vec![false; targets.len()],
                 targets,
                 mechanisms: x.mechanisms.clone(),
                 srcs: ids,
-                timeout: x.timeout.map(|t| t.ps()).unwrap_or(0),
+                starts,
+                deadline,
                 signals: x.signals,
                 interval: x.signal_interval.ps(),
                 stage: 0,
@@ -145,7 +170,11 @@ impl Component for CrossCalls {
         let (stage, j) = (xtarget / n, (xtarget % n) as usize);
         call.handler_runs += 1;
         if call.reached[j].is_none() {
-            call.reached[j] = Some((now - call.at, stage));
+            if call.deadline.is_some_and(|d| now - call.at > d) {
+                call.late[j] = true; // the requester had given up
+            } else {
+                call.reached[j] = Some((now - call.at, stage));
+            }
         }
         src.handler
     }
@@ -174,7 +203,7 @@ fn signal<P: Has<CrossCalls>>(m: &mut Machine<P>, s: &mut Scheduler<Ev>, k: u32)
     } else if (call.stage as usize + 1) < call.mechanisms.len() {
         call.stage += 1;
         call.rep = 0;
-        Some(call.at.saturating_add((call.stage as Ps).saturating_mul(call.timeout)))
+        Some(call.at.saturating_add(call.starts[call.stage as usize]))
     } else {
         None
     };
@@ -218,6 +247,9 @@ impl CrossCalls {
             r.metric(format!("{p}.targets"), call.targets.len() as f64);
             r.metric(format!("{p}.reached"), reached.len() as f64);
             r.metric(format!("{p}.all_reached"), (reached.len() == call.targets.len()) as u8 as f64);
+            if call.deadline.is_some() {
+                r.metric(format!("{p}.reached_late"), call.late.iter().filter(|&&l| l).count() as f64);
+            }
             r.metric(format!("{p}.handler_runs"), call.handler_runs as f64);
             r.metric(format!("{p}.signals"), call.signals_sent as f64);
             r.metric(format!("{p}.requester_smc_ns"), call.smc_busy as f64 / 1e3);

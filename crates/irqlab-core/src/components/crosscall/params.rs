@@ -52,6 +52,13 @@ pub struct CrossCall {
     /// How long to wait for every target before escalating (needed with more than one mechanism).
     #[serde(default)]
     pub timeout: Option<Time>,
+    /// Instead of `timeout`: the requester's wait after each mechanism, one per
+    /// mechanism, the last one its final wait (arm64 `smp_send_stop`: 1 s for
+    /// IPI_CPU_STOP, then 10 ms for IPI_CPU_STOP_NMI; `nmi_trigger_cpumask_backtrace`:
+    /// 10 s). A target whose handler starts after the last wait is not reached:
+    /// the requester gave up (`reached_late` counts it).
+    #[serde(default)]
+    pub waits: Option<Vec<Time>>,
     /// Signals sent per mechanism (a retrying requester); edge-triggered delivery may merge them.
     #[serde(default = "crate::scenario::units::one_u32")]
     pub signals: u32,
@@ -114,6 +121,24 @@ pub fn check(calls: &[CrossCall], ctx: &Ctx) -> Check {
         }
         if x.signals > 1 && x.signal_interval.ps() == 0 {
             return err(format!("{p}.signal_interval"), "must be above 0 when signals > 1");
+        }
+        if let Some(w) = &x.waits {
+            if x.timeout.is_some() {
+                return err(format!("{p}.waits"), "replaces timeout: give one or the other");
+            }
+            if w.len() != x.mechanisms.len() {
+                return err(format!("{p}.waits"), format!("lists {} waits, expected one per mechanism ({})", w.len(), x.mechanisms.len()));
+            }
+            let repeats = (x.signals as u64 - 1).checked_mul(x.signal_interval.ps());
+            for (j, t) in w.iter().enumerate() {
+                if t.ps() == 0 || repeats.is_none_or(|d| d >= t.ps()) {
+                    return err(
+                        format!("{p}.waits[{j}]"),
+                        "must be above 0 and longer than the repeated signals ((signals - 1) x signal_interval)",
+                    );
+                }
+            }
+            continue;
         }
         match x.timeout {
             None if x.mechanisms.len() > 1 => {

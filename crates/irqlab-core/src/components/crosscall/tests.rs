@@ -173,3 +173,33 @@ handler = "1us"
     let Err(e) = crate::load(toml, "wrap.toml", &[]) else { panic!("a wrapped repeat was accepted") };
     assert!(e.0.contains("crosscall[0].timeout"), "{}", e.0);
 }
+
+/// `waits`, one per mechanism: arm64's `smp_send_stop` shape (a long wait for
+/// the IPI, a short one for the NMI) sends each stage after the sum of the waits
+/// before it, not at `k × timeout`; and a target reached after the last wait
+/// does not count: the requester had given up (`reached_late`). (One timeout
+/// for every stage sent SDEI a whole stage late, and a stop counted a CPU it
+/// had given up on; a review.)
+#[test]
+fn per_stage_waits_escalate_on_their_own_clock_and_the_last_one_is_a_deadline() {
+    // A 100 ms DAIF wedge from t = 0; the call at 10 ms.
+    let ladder = wedged("pmr", "daif", r#""ipi", "pseudo-nmi", "sdei""#, r#"waits = ["20ms", "1ms", "1ms"]"#, "150ms");
+    assert_eq!(
+        ladder["crosscall.bt.reached_by.sdei"],
+        1.0,
+        "{:?}",
+        ladder.iter().filter(|(k, _)| k.starts_with("crosscall")).collect::<Vec<_>>()
+    );
+    // SDEI goes at 21 ms: 2 us of SMC and 5 us of dispatch later, the handler.
+    let lat = wedged_latency_ns(&ladder);
+    assert!((lat - 21_007_000.0).abs() < 1.0, "{lat}");
+    let old = wedged("pmr", "daif", r#""ipi", "pseudo-nmi", "sdei""#, r#"timeout = "20ms""#, "150ms");
+    assert!((wedged_latency_ns(&old) - 40_007_000.0).abs() < 1.0, "{}", wedged_latency_ns(&old));
+    assert!(!old.contains_key("crosscall.bt.reached_late"));
+    // A stop by IPI alone with a 1 s wait... here 50 ms: the wedge ends at ~100 ms, after it.
+    let stop = wedged("daif", "daif", r#""ipi""#, r#"waits = ["50ms"]"#, "150ms");
+    assert_eq!(stop["crosscall.bt.reached"], 0.0);
+    assert_eq!(stop["crosscall.bt.reached_late"], 1.0, "{:?}", stop.iter().filter(|(k, _)| k.starts_with("crosscall")).collect::<Vec<_>>());
+    assert_eq!(stop["crosscall.bt.all_reached"], 0.0);
+    assert!(stop["crosscall.bt.handler_runs"] >= 1.0, "the handler still ran, late");
+}
