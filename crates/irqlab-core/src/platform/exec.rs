@@ -124,11 +124,7 @@ impl<P: Parts> Machine<P> {
         let now = s.now();
         self.cpus[c].account(now);
         let f = *self.cpus[c].top();
-        if f.traced {
-            let track = self.track_of(c, f.level);
-            self.tracer.end(now, track);
-            self.cpus[c].top_mut().traced = false;
-        }
+        self.end_top_slice(now, c);
         match f.work {
             Work::Task { task, phase } => self.task_phase_done(s, c, task, phase),
             Work::Switch { next } => self.switch_done(s, c, next),
@@ -163,6 +159,18 @@ impl<P: Parts> Machine<P> {
             Work::Thread { owner, arg } => self.thread_done(s, c, owner, arg),
             Work::Halt { phase } => self.halt_phase_done(s, c, phase),
             Work::Idle => unreachable!("idle never ends"),
+        }
+    }
+
+    /// Closes the top frame's open slice, if its phase opened one (a phase
+    /// that ended, or one cut short before `set_phase` starts the next).
+    #[inline(always)]
+    pub(crate) fn end_top_slice(&mut self, now: crate::engine::Ps, c: usize) {
+        let f = *self.cpus[c].top();
+        if f.traced {
+            let track = self.track_of(c, f.level);
+            self.tracer.end(now, track);
+            self.cpus[c].top_mut().traced = false;
         }
     }
 

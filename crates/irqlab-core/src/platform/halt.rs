@@ -83,11 +83,7 @@ impl<P: Parts> Machine<P> {
         };
         self.halt_end(s, c, waited);
         // The poll or the block is cut short: its slice ends here.
-        let f = *self.cpus[c].top();
-        if f.traced {
-            let track = self.track_of(c, f.level);
-            self.tracer.end(s.now(), track);
-        }
+        self.end_top_slice(s.now(), c);
         self.set_phase(s, c, Work::Halt { phase: next }, Mask::Daif, len);
         true
     }
