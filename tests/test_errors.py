@@ -11,6 +11,7 @@ from pathlib import Path
 import pytest
 
 from helpers import assert_user_error, run_cli
+from irqlab import SCENARIOS_DIR
 
 UNKNOWN_KEY = """
 name = "t"
@@ -84,6 +85,11 @@ CASES = [
         "guest-idle-value",
         lambda s, d: ["run", s, "--set", 'hypervisor.guest_idle="nap"'],
         ["guest_idle", "spin", "hlt"],
+    ),
+    (
+        "iommu-past-the-socket",
+        lambda s, d: ["run", SCENARIOS_DIR / "examples" / "m5-nvme-12ssd.toml", "--set", "nvme.0.iommus=[0, 1]"],
+        ["nvme[0].iommus[1]", "platform.iommus_per_socket"],
     ),
     ("whatif-fractional-cpus", lambda s, d: ["whatif", "--cpus", "1.5"], ["--cpus", "whole CPU counts"]),
     (

@@ -262,8 +262,8 @@ fn same_seed_same_bytes_other_seed_other_results() {
 }
 
 /// Machines with devices: NVMe disks under fio (closed loop) and NIC RX queues
-/// (open loop), on one or two sockets, with or without DMA through each
-/// socket's shared path, moderated per queue and maybe by GSIM.
+/// (open loop), on one or two sockets of one or two remapping units each,
+/// with or without DMA through each unit's shared path, moderated per queue and maybe by GSIM.
 /// An NVMe group: (disks, queues, jobs, iodepth, moderation 0..3, service cv
 /// 0..2, submit 0..2, service order 0..2: die, random, fifo; read buffer 0..2:
 /// none, 2 reads, all).
@@ -273,6 +273,7 @@ type NvmeDraw = (u32, u32, u32, u32, u32, u32, u32, u32, u32);
 struct Devices {
     cpus: u32,
     sockets: u32,
+    iommus: u32, // remapping units per socket: the disks spread over them, the NIC on the last
     dma: Option<(u32, u32)>, // (dma_write ns, msi_write ns); None: no DMA path
     nvme: Option<NvmeDraw>,
     nic: Option<(u32, u32, u32, u32, u32, u32)>, // (queues, gbps, moderation 0..4, VM 0..4: no, exits, remapped, posted, ring, per-packet ns)
@@ -285,7 +286,7 @@ struct Devices {
 fn devices() -> impl Strategy<Value = Devices> {
     (
         2u32..6,
-        1u32..3,
+        (1u32..3, 1u32..3),
         proptest::option::of((1u32..200, 0u32..600)),
         proptest::option::of((1u32..3, 1u32..4, 1u32..4, 1u32..9, 0u32..4, 0u32..3, 0u32..3, 0u32..3, 0u32..3)),
         proptest::option::of((1u32..4, 1u32..25, 0u32..4, 0u32..4, 4u32..256, 50u32..2000)),
@@ -295,9 +296,10 @@ fn devices() -> impl Strategy<Value = Devices> {
         any::<bool>(),
     )
         .prop_filter("some device", |(_, _, _, nvme, nic, _, _, _, _)| nvme.is_some() || nic.is_some())
-        .prop_map(|(cpus, sockets, dma, nvme, nic, gsim, posted, nic_flow, sdei)| Devices {
+        .prop_map(|(cpus, (sockets, iommus), dma, nvme, nic, gsim, posted, nic_flow, sdei)| Devices {
             cpus,
             sockets: sockets.min(cpus),
+            iommus,
             dma,
             nvme,
             nic,
@@ -313,10 +315,10 @@ fn device_scenario(d: &Devices) -> String {
     let vm = d.nic.is_some_and(|n| n.3 > 0);
     let host: Vec<String> = (0..if vm { d.cpus - 1 } else { d.cpus }).map(|c| c.to_string()).collect();
     let mut t = format!(
-        "name = \"devices\"\nduration = \"3ms\"\nwarmup = \"0.5ms\"\n[platform]\ncpus = {}\nsockets = {}\n\
+        "name = \"devices\"\nduration = \"3ms\"\nwarmup = \"0.5ms\"\n[platform]\ncpus = {}\nsockets = {}\niommus_per_socket = {}\n\
          [cpu]\nirq_entry = \"200ns\"\nirq_exit = \"150ns\"\n\
          [hypervisor]\nexit = \"500ns\"\nhandler = \"300ns\"\ninject = \"100ns\"\nentry = \"400ns\"\n",
-        d.cpus, d.sockets
+        d.cpus, d.sockets, d.iommus
     );
     match d.dma {
         Some((dma, msi)) => t += &format!("[fabric]\ndma_write = \"{dma}ns\"\ndma_per_kib = \"20ns\"\nmsi_write = \"{msi}ns\"\n"),
@@ -336,11 +338,12 @@ fn device_scenario(d: &Devices) -> String {
         let order = ["die", "random", "fifo"][order as usize];
         let buffer = [0, 2, 100_000][buffer as usize];
         t += &format!(
-            "[[nvme]]\nname = \"ssd\"\ncount = {disks}\nqueues = {queues}\ncpus = [{}]\nsocket = {}\niops = \"500k\"\n\
+            "[[nvme]]\nname = \"ssd\"\ncount = {disks}\nqueues = {queues}\ncpus = [{}]\nsocket = {}\niommus = [{}]\niops = \"500k\"\n\
              channels = 8\nservice_cv = {cv}\nservice_order = \"{order}\"\nread_buffer = {buffer}\nsubmit = \"{submit}ns\"\nhandler = \"500ns\"\nper_cqe = \"200ns\"\n\
              [nvme.fio]\njobs = {jobs}\niodepth = {iodepth}\n[nvme.moderation]\n{m}\n",
             host.join(", "),
-            d.sockets - 1
+            d.sockets - 1,
+            (0..d.iommus).map(|u| u.to_string()).collect::<Vec<_>>().join(", ")
         );
     }
     if let Some((queues, gbps, moderation, in_vm, ring, per_packet)) = d.nic {
@@ -359,9 +362,10 @@ fn device_scenario(d: &Devices) -> String {
         let (credits, buffer) = (if d.nic_flow.0 { 37 } else { 128 }, if d.nic_flow.1 { 9 } else { 256 });
         let sizes = if d.nic_flow.0 { "packets = [[9216, 1.0], [64, 1.0]]\n" } else { "" };
         t += &format!(
-            "[[nic]]\nname = \"eth\"\nqueues = {queues}\ngbps = {gbps}\nring = {ring}\n{place}\nhandler = \"300ns\"\n\
+            "[[nic]]\nname = \"eth\"\nqueues = {queues}\ngbps = {gbps}\nring = {ring}\n{place}\niommu = {}\nhandler = \"300ns\"\n\
              per_packet = \"{per_packet}ns\"\nper_poll = \"200ns\"\nposted_credits = {credits}\nbuffer_kib = {buffer}\n{sizes}\
-             [nic.moderation]\n{m}\n"
+             [nic.moderation]\n{m}\n",
+            d.iommus - 1
         );
     }
     if d.posted {

@@ -35,7 +35,7 @@ impl<P: Parts> Machine<P> {
     /// DMA paths answers at once.
     pub(crate) fn mask_flush_waits(&mut self, now: Ps, c: usize, i: u32) -> bool {
         let src = &self.srcs[i as usize];
-        let (sk, link, entry) = (src.socket as usize, src.link, src.entry);
+        let (sk, link, entry) = (src.path as usize, src.link, src.entry);
         let Some(p) = self.paths.get_mut(sk) else { return false };
         let waits = !p.flush(link, c as u32);
         if waits {

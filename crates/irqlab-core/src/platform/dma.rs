@@ -1,4 +1,4 @@
-//! Device DMA through a socket's shared path (`fabric::DmaPath`): a write is
+//! Device DMA through its remapping unit's shared path (`fabric::DmaPath`): a write is
 //! queued behind the one in service, and when it lands its owner is told
 //! (`Component::dma_landed`); an MSI on the path reaches the interrupt
 //! controller after the fabric's latency.
@@ -9,13 +9,13 @@ use crate::platform::fabric::{DmaFor, Write};
 use crate::platform::machine::{Ev, Machine, Parts};
 
 impl<P: Parts> Machine<P> {
-    /// A device DMA write on its `link` (`add_link`): through the socket's
-    /// path if there is one, else it lands at once (its owner's `dma_landed`).
-    pub fn dma(&mut self, s: &mut Scheduler<Ev>, to: DmaFor, cost: Ps, socket: u32, link: u32) {
-        match self.paths.get_mut(socket as usize) {
+    /// A device DMA write on its `link` (`add_link`): through its remapping
+    /// unit's path if there is one, else it lands at once (its owner's `dma_landed`).
+    pub fn dma(&mut self, s: &mut Scheduler<Ev>, to: DmaFor, cost: Ps, path: u32, link: u32) {
+        match self.paths.get_mut(path as usize) {
             Some(p) => {
                 if let Some((_, end)) = p.submit(s.now(), link, Write::Dma(to), cost) {
-                    s.at(end, Ev::PathDone(socket));
+                    s.at(end, Ev::PathDone(path));
                 }
             }
             None => P::dma_landed(self, s, to.owner, to.arg),
@@ -23,12 +23,12 @@ impl<P: Parts> Machine<P> {
     }
 
     /// The path finished a write: it lands, and the next one starts.
-    pub fn path_done(&mut self, s: &mut Scheduler<Ev>, socket: u32) {
+    pub fn path_done(&mut self, s: &mut Scheduler<Ev>, path: u32) {
         let now = s.now();
-        let p = &mut self.paths[socket as usize];
+        let p = &mut self.paths[path as usize];
         let (w, next) = p.done(now);
         if let Some((_, end)) = next {
-            s.at(end, Ev::PathDone(socket));
+            s.at(end, Ev::PathDone(path));
         }
         // Reads whose completions waited for this write (a mask's `readl`).
         if p.has_flushed() {

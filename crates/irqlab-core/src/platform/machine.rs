@@ -30,7 +30,7 @@ pub enum Ev {
     Done(u32),
     /// Sample the time series.
     Sample,
-    /// A socket's DMA path finished the write in service.
+    /// A DMA path (a socket's remapping unit) finished the write in service.
     PathDone(u32),
     /// A component's own event (`parts::Has::ev`).
     Part { part: u8, code: u8, arg: u32 },
@@ -206,10 +206,12 @@ pub struct Machine<P> {
     pub tasks: Vec<TaskState>,
     pub task_groups: Vec<String>,
     pub fabric: Fabric,
-    /// The shared DMA + MSI path of each socket's root complex, when devices DMA
-    /// through the fabric (empty otherwise).
+    /// The shared DMA + MSI path of each socket's remapping unit (socket-major,
+    /// `Platform::path`), when devices DMA through the fabric (empty otherwise).
     pub paths: Vec<crate::platform::fabric::DmaPath>,
     pub dma_write: Ps,
+    /// Remapping units per socket (`platform.iommus_per_socket`): how `paths` are named in the report.
+    pub iommus_per_socket: u32,
     /// PCIe links handed out (`add_link`).
     pub links: u32,
     pub n: Counters,
@@ -364,6 +366,7 @@ impl<P: Parts> Machine<P> {
             paths: Vec::new(),
             links: 0,
             dma_write: 0,
+            iommus_per_socket: sc.platform.iommus_per_socket,
             n: Counters::default(),
             audit: Audit::default(),
             tracer,
@@ -380,7 +383,9 @@ impl<P: Parts> Machine<P> {
             parts: P::default(),
         };
         if sc.fabric.dma_write.ps() > 0 || sc.fabric.dma_per_kib.ps() > 0 {
-            m.paths = (0..sc.platform.sockets).map(|_| crate::platform::fabric::DmaPath::new(sc.fabric.msi_write.ps())).collect();
+            m.paths = (0..sc.platform.sockets * sc.platform.iommus_per_socket)
+                .map(|_| crate::platform::fabric::DmaPath::new(sc.fabric.msi_write.ps()))
+                .collect();
         }
         m.dma_write = sc.fabric.dma_write.ps();
         P::build(&mut m, sc, seed);
@@ -414,14 +419,14 @@ impl<P: Parts> Machine<P> {
     }
 
     /// A device queue's MSI-X vector owned by a component: an ordinary IRQ with
-    /// the machine's IRQ entry/exit costs, on the socket whose fabric it crosses;
+    /// the machine's IRQ entry/exit costs, on the DMA path (`Platform::path`) it crosses;
     /// the owner's handler hook says how long the handler runs.
     #[allow(clippy::too_many_arguments)]
-    pub fn add_vector(&mut self, name: String, group: u32, cpu: u32, socket: u32, gsim: bool, owner: u8, owner_arg: u32) -> u32 {
+    pub fn add_vector(&mut self, name: String, group: u32, cpu: u32, path: u32, gsim: bool, owner: u8, owner_arg: u32) -> u32 {
         let (entry, exit) = (self.irq_entry, self.irq_exit);
         let i = self.add_source(name, group, cpu, 0, Prio::Normal, entry, exit, 0, owner, owner_arg);
         let v = &mut self.srcs[i as usize];
-        v.socket = socket;
+        v.path = path;
         v.gsim = gsim;
         v.msi = true;
         i

@@ -22,9 +22,9 @@ impl<P: Parts> Machine<P> {
             src.pba = true;
             return;
         }
-        // (`socket` and `link` lie beyond the two lines a plain arrival reads:
+        // (`path` and `link` lie beyond the two lines a plain arrival reads:
         // only a machine with DMA paths looks at them.)
-        let (sk, link) = if self.paths.is_empty() { (0, 0) } else { (src.socket, src.link) };
+        let (sk, link) = if self.paths.is_empty() { (0, 0) } else { (src.path, src.link) };
         if self.paths.get(sk as usize).is_some_and(|p| p.msi_queued(link, i)) {
             self.n.msi_merged_at_device += 1;
             return;

@@ -169,9 +169,11 @@ impl<P: Parts> Machine<P> {
                 r.histogram("msix_flush_wait", &self.n.msix_flush_wait);
             }
             if self.paths.len() > 1 {
+                let per = self.iommus_per_socket as usize;
                 for (k, p) in self.paths.iter().enumerate() {
-                    r.metric(format!("fabric.socket{k}.utilisation"), p.busy_until(now) as f64 / span.max(1) as f64);
-                    r.histogram(format!("fabric.socket{k}.wait"), &p.wait);
+                    let name = if per == 1 { format!("fabric.socket{k}") } else { format!("fabric.socket{}.iommu{}", k / per, k % per) };
+                    r.metric(format!("{name}.utilisation"), p.busy_until(now) as f64 / span.max(1) as f64);
+                    r.histogram(format!("{name}.wait"), &p.wait);
                 }
             }
         } else if self.fabric.has_cost() {

@@ -93,8 +93,8 @@ pub struct Source {
 
     // The rest: what only a component, a masked vector, the DMA path, a VM,
     // a replay or the trace reads.
-    /// The socket whose root complex the device's writes cross.
-    pub socket: u32,
+    /// The DMA path (a socket's remapping unit, `Platform::path`) the device's writes cross.
+    pub path: u32,
     /// The device's PCIe link (`Machine::add_link`), whose posted writes keep their order.
     pub link: u32,
     /// A message held while `masked`, written at unmask.
@@ -191,7 +191,7 @@ impl Source {
             disabled: false,
             sw_pending: false,
             gsim: false,
-            socket: 0,
+            path: 0,
             link: 0,
             posted_to: NOT_POSTED,
             replayed: false,

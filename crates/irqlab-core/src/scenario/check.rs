@@ -15,6 +15,7 @@ pub fn err<T>(path: impl Into<String>, msg: impl Into<String>) -> Result<T, (Str
 pub struct Ctx {
     pub cpus: u32,
     pub sockets: u32,
+    pub iommus_per_socket: u32,
     pub warmup: Time,
     pub duration: Time,
     /// Masking by priority (pseudo-NMI) is on (`cpu.masking = "pmr"`).
@@ -29,6 +30,14 @@ impl Ctx {
     pub fn vm_vcpus(&self, name: &str) -> Option<u32> {
         self.vms.iter().find(|(n, _)| n == name).map(|(_, v)| *v)
     }
+}
+
+/// A device's remapping unit (`platform.iommus_per_socket`).
+pub fn iommu(path: String, unit: u32, ctx: &Ctx) -> Check {
+    if unit >= ctx.iommus_per_socket {
+        return err(path, format!("{unit}: expected 0 to platform.iommus_per_socket - 1 ({})", ctx.iommus_per_socket - 1));
+    }
+    Ok(())
 }
 
 /// A placement: pCPUs on the host (not ones that run a vCPU), vCPU indices in a VM.

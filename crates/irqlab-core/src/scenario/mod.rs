@@ -133,11 +133,25 @@ pub struct Platform {
     pub cpus: u32,
     #[serde(default = "crate::scenario::units::one_u32")]
     pub sockets: u32,
+    /// Interrupt-remapping units per socket (Intel VT-d: a DMAR unit per IIO
+    /// stack, each an ACPI DMAR table DRHD entry; AMD: an IOMMU per root
+    /// complex), each with its own posted-write path for DMA and MSIs
+    /// (`fabric.msi_write`, `dma_write` are per unit). Devices say which
+    /// (`[[nvme]] iommus`, `[[nic]] iommu`). Default 1: one path per socket.
+    #[serde(default = "crate::scenario::units::one_u32")]
+    pub iommus_per_socket: u32,
+}
+
+impl Platform {
+    /// The DMA path (socket's remapping unit) a device on `socket`, unit `iommu` writes through.
+    pub fn path(&self, socket: u32, iommu: u32) -> u32 {
+        socket * self.iommus_per_socket + iommu
+    }
 }
 
 impl Default for Platform {
     fn default() -> Self {
-        Self { cpus: 1, sockets: 1 }
+        Self { cpus: 1, sockets: 1, iommus_per_socket: 1 }
     }
 }
 

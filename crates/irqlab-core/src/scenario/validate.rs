@@ -8,6 +8,8 @@ use super::{ExceptionKind, ExpectKind, Masking, Scenario};
 use std::collections::HashSet;
 
 const MAX_CPUS: u32 = 4096;
+/// Remapping units per socket: a server socket has a handful of IIO stacks; 64 is far beyond any.
+const MAX_IOMMUS_PER_SOCKET: u32 = 64;
 /// Keeps a run's JSON to a sensible size.
 const MAX_SERIES_POINTS: u64 = 100_000;
 
@@ -24,6 +26,9 @@ pub fn check(s: &Scenario) -> Check {
     }
     if s.platform.sockets == 0 || s.platform.sockets > cpus {
         return err("platform.sockets", format!("{}: expected 1 to platform.cpus ({cpus})", s.platform.sockets));
+    }
+    if s.platform.iommus_per_socket == 0 || s.platform.iommus_per_socket > MAX_IOMMUS_PER_SOCKET {
+        return err("platform.iommus_per_socket", format!("{}: expected 1 to {MAX_IOMMUS_PER_SOCKET}", s.platform.iommus_per_socket));
     }
     if s.fabric.slots == 0 {
         return err("fabric.slots", "must be at least 1");
@@ -79,6 +84,7 @@ pub fn check(s: &Scenario) -> Check {
     let ctx = Ctx {
         cpus,
         sockets: s.platform.sockets,
+        iommus_per_socket: s.platform.iommus_per_socket,
         warmup: s.warmup,
         duration: s.duration,
         pmr: s.cpu.masking == Masking::Pmr,

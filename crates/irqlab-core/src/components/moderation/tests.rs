@@ -210,6 +210,40 @@ fn sockets_have_their_own_fabric() {
     assert!(bad.0.contains("nvme[0].socket"), "{}", bad.0);
 }
 
+/// A socket's remapping units (VT-d DMAR units, one per IIO stack) are paths
+/// of their own: disks spread over two share the load, and two units at twice
+/// the per-write costs are as busy as one at the costs (the same work, half each).
+#[test]
+fn iommus_split_a_socket_into_paths() {
+    let one = go(NVME, &[]);
+    let u1 = one.report.metrics["fabric.utilisation"];
+    let idle = go(NVME, &["platform.iommus_per_socket=2"]);
+    let m = &idle.report.metrics;
+    assert!(m["fabric.socket0.iommu0.utilisation"] > 0.0);
+    assert_eq!(m["fabric.socket0.iommu1.utilisation"], 0.0, "every disk is on unit 0 by default");
+    let spread = go(NVME, &["platform.iommus_per_socket=2", "nvme.0.iommus=[0, 1]"]);
+    let t = &spread.report.metrics;
+    for k in 0..2 {
+        let u = t[&format!("fabric.socket0.iommu{k}.utilisation")];
+        assert!(u > 0.2 * u1 && u < 0.8 * u1, "unit {k}: {u} against {u1} on one path");
+    }
+    assert_eq!(spread.audit.ios_found, spread.audit.ios_owned);
+    let doubled = go(NVME, &["platform.iommus_per_socket=2", "nvme.0.iommus=[0, 1]", "fabric.msi_write=650ns", "fabric.dma_write=80ns"]);
+    let d = &doubled.report.metrics;
+    for k in 0..2 {
+        let u = d[&format!("fabric.socket0.iommu{k}.utilisation")];
+        assert!((u / u1 - 1.0).abs() < 0.1, "unit {k} at twice the costs: {u} against {u1}");
+    }
+    // Socket-major naming past one socket.
+    let two = go(NVME, &["platform.sockets=2", "platform.iommus_per_socket=2", "nvme.0.socket=1", "nvme.0.iommus=[1]"]);
+    assert!(two.report.metrics["fabric.socket1.iommu1.utilisation"] > 0.0);
+    assert_eq!(two.report.metrics["fabric.socket0.iommu0.utilisation"], 0.0);
+    for (set, key) in [("nvme.0.iommus=[0, 1]", "nvme[0].iommus[1]"), ("platform.iommus_per_socket=0", "platform.iommus_per_socket")] {
+        let bad = crate::scenario::load(NVME, "x", &[set.to_string()]).unwrap_err();
+        assert!(bad.0.contains(key), "{set}: {}", bad.0);
+    }
+}
+
 /// GSIM's timer is an interrupt on its CPU: it costs hardirq time there, shows
 /// in the trace, and its callback runs the handlers of the sources it held
 /// (none of them is re-sent through the interrupt controller).

@@ -53,7 +53,8 @@ pub struct RxQueue {
     pub group: u32,
     /// The physical NIC (`NicDevice`) whose link and buffer it uses.
     pub dev: u32,
-    pub socket: u32,
+    /// The DMA path its device writes through (`Platform::path`).
+    pub path: u32,
     pub src: u32,
     /// Its NAPI context (`Machine::napi_register`).
     pub napi: u32,
@@ -204,7 +205,8 @@ impl Component for Nic {
                     }
                 };
                 let moderated = exits.is_none() && posted_to.is_none() && n.moderation.gsim && gsim;
-                let src = m.add_vector(format!("{}.rx{q}", n.name), group, target, n.socket, moderated, P::ID, qi);
+                let path = sc.platform.path(n.socket, n.iommu);
+                let src = m.add_vector(format!("{}.rx{q}", n.name), group, target, path, moderated, P::ID, qi);
                 let v = &mut m.srcs[src as usize];
                 (v.link, v.vm, v.posted_to) =
                     (link, exits.unwrap_or(crate::platform::source::NO_VM), posted_to.unwrap_or(crate::platform::source::NOT_POSTED));
@@ -216,7 +218,7 @@ impl Component for Nic {
                 me.rxqs.push(RxQueue {
                     group: g as u32,
                     dev,
-                    socket: n.socket,
+                    path,
                     src,
                     napi,
                     rng: stream(seed, &format!("nic/{}.rx{q}", n.name)),
@@ -300,7 +302,7 @@ impl Component for Nic {
         let p = rx.landing.pop_front().expect("a landed DMA per packet in flight");
         rx.ring_pkts.push_back(p);
         let d = rx.dev;
-        if m.paths.get(rx.socket as usize).is_some() {
+        if m.paths.get(rx.path as usize).is_some() {
             // Its TLPs left the root complex: the NIC may write what it holds.
             me.devices[d as usize].credits_used -= tlps(p.1);
             issue_held(m, s, d);
@@ -437,7 +439,7 @@ fn pkt_arrive<P: Has<Nic>>(m: &mut Machine<P>, s: &mut Scheduler<Ev>, q: u32) {
     let bytes = grp.sizes.iter().find(|(_, c)| u < *c).unwrap_or(grp.sizes.last().expect("a size")).0;
     grp.offered_pkts += 1;
     grp.life_offered += 1;
-    if m.paths.get(rx.socket as usize).is_none() {
+    if m.paths.get(rx.path as usize).is_none() {
         // No DMA path: the write lands at once, nothing waits on chip.
         write_up(m, s, q, now, bytes);
         return;
@@ -488,7 +490,7 @@ fn write_up<P: Has<Nic>>(m: &mut Machine<P>, s: &mut Scheduler<Ev>, q: u32, arri
     }
     let cost = m.dma_write + bytes as Ps * grp.dma_per_kib / 1024;
     rx.landing.push_back((arrived, bytes));
-    let (sk, link) = (rx.socket, me.devices[rx.dev as usize].link);
+    let (sk, link) = (rx.path, me.devices[rx.dev as usize].link);
     m.dma(s, DmaFor { owner: P::ID, arg: q }, cost, sk, link);
     // An armed queue signals once the frame and its CQE are posted, not once
     // they land (a posted write is never acknowledged): the MSI follows them

@@ -1,7 +1,7 @@
 //! `[[nic]]`: a NIC's receive side, its RX queues, packet sizes and moderation.
 
 use crate::components::moderation::params::Moderation;
-use crate::scenario::check::{err, targets, Check, Ctx};
+use crate::scenario::check::{err, iommu, targets, Check, Ctx};
 use crate::scenario::units::Time;
 use schemars::JsonSchema;
 use serde::{Deserialize, Serialize};
@@ -33,6 +33,9 @@ pub struct Nic {
     /// The socket whose root complex (and interrupt fabric) the NIC hangs off.
     #[serde(default)]
     pub socket: u32,
+    /// The socket's remapping unit the NIC hangs off (`platform.iommus_per_socket`).
+    #[serde(default)]
+    pub iommu: u32,
     /// Packet sizes (L2 frame without FCS, bytes) and their shares; default 1514 only.
     #[serde(default)]
     pub packets: Vec<(u32, f64)>,
@@ -139,6 +142,7 @@ pub fn check(list: &[Nic], ctx: &Ctx, names: &mut HashSet<String>) -> Check {
         if n.socket >= ctx.sockets {
             return err(format!("{p}.socket"), format!("{}: expected 0 to platform.sockets - 1 ({})", n.socket, ctx.sockets - 1));
         }
+        iommu(format!("{p}.iommu"), n.iommu, ctx)?;
         if n.queues == 0 || n.queues > 256 {
             return err(format!("{p}.queues"), format!("{}: expected 1 to 256", n.queues));
         }
@@ -199,6 +203,7 @@ pub fn check(list: &[Nic], ctx: &Ctx, names: &mut HashSet<String>) -> Check {
             let first_link = first.link_gbps.unwrap_or(first.gbps);
             for (key, mine, theirs) in [
                 ("socket", n.socket as f64, first.socket as f64),
+                ("iommu", n.iommu as f64, first.iommu as f64),
                 ("link_gbps", link, first_link),
                 ("buffer_kib", n.buffer_kib as f64, first.buffer_kib as f64),
                 ("posted_credits", n.posted_credits as f64, first.posted_credits as f64),

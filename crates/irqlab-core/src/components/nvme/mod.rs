@@ -129,7 +129,8 @@ pub struct Disk {
 
 pub struct Cq {
     pub disk: u32,
-    pub socket: u32,
+    /// The DMA path its disk writes through (`Platform::path`).
+    pub path: u32,
     /// The vector (source index).
     pub src: u32,
     /// Completions in flight through the fabric, then posted and not yet reaped: submission times.
@@ -219,17 +220,18 @@ impl Component for Nvme {
                 let d = me.disks.len() as u32;
                 let first_cq = me.cqs.len() as u32;
                 let link = m.add_link();
+                let path = sc.platform.path(n.socket, n.iommu_of(k));
                 for q in 0..n.queues {
                     let v = k * n.queues + q;
                     let cpu = n.cpus[(v as usize) % n.cpus.len()];
                     let cqi = me.cqs.len() as u32;
-                    let src = m.add_vector(format!("{}.{k}.q{q}", n.name), group, cpu, n.socket, n.moderation.gsim && gsim, P::ID, cqi);
+                    let src = m.add_vector(format!("{}.{k}.q{q}", n.name), group, cpu, path, n.moderation.gsim && gsim, P::ID, cqi);
                     m.srcs[src as usize].link = link;
                     // `nvme_irq` loops while entries are pending (`handler_continue`).
                     m.srcs[src as usize].continues = true;
                     me.cqs.push(Cq {
                         disk: d,
-                        socket: n.socket,
+                        path,
                         src,
                         landing: VecDeque::new(),
                         posted: VecDeque::new(),
@@ -564,7 +566,7 @@ fn dma_out<P: Has<Nvme>>(m: &mut Machine<P>, s: &mut Scheduler<Ev>, InService { 
     let link = disk.link;
     let c = &mut me.cqs[cq as usize];
     c.landing.push_back(submitted);
-    let sk = c.socket;
+    let sk = c.path;
     let cost = m.dma_write;
     m.dma(s, DmaFor { owner: P::ID, arg: cq }, cost, sk, link);
     // The controller signals once it has posted the entry, not once the entry

@@ -1,7 +1,7 @@
 //! `[[nvme]]`: SSDs, their queues and vectors, and the fio jobs that drive them.
 
 use crate::components::moderation::params::{Moderation, ModerationKind};
-use crate::scenario::check::{err, targets, Check, Ctx};
+use crate::scenario::check::{err, iommu, targets, Check, Ctx};
 use crate::scenario::units::{Rate, Time};
 use schemars::JsonSchema;
 use serde::{Deserialize, Serialize};
@@ -59,6 +59,10 @@ pub struct Nvme {
     /// The socket whose root complex (and interrupt fabric) the disks hang off.
     #[serde(default)]
     pub socket: u32,
+    /// The socket's remapping units the disks hang off (`platform.iommus_per_socket`):
+    /// disk k writes through `iommus[k % len]`. Default `[0]`.
+    #[serde(default)]
+    pub iommus: Vec<u32>,
     /// Device ceiling per disk, I/Os per second (a datasheet's random-read IOPS).
     pub iops: Rate,
     /// A command's mean service time inside the device when it is alone (a
@@ -133,6 +137,17 @@ pub struct Nvme {
     pub moderation: Moderation,
 }
 
+impl Nvme {
+    /// The remapping unit disk `k` of this group writes through.
+    pub fn iommu_of(&self, k: u32) -> u32 {
+        if self.iommus.is_empty() {
+            0
+        } else {
+            self.iommus[k as usize % self.iommus.len()]
+        }
+    }
+}
+
 fn d_credits() -> u32 {
     8
 }
@@ -169,6 +184,9 @@ pub fn check(list: &[Nvme], ctx: &Ctx, names: &mut HashSet<String>) -> Check {
         }
         if n.socket >= ctx.sockets {
             return err(format!("{p}.socket"), format!("{}: expected 0 to platform.sockets - 1 ({})", n.socket, ctx.sockets - 1));
+        }
+        for (k, &unit) in n.iommus.iter().enumerate() {
+            iommu(format!("{p}.iommus[{k}]"), unit, ctx)?;
         }
         if n.iops.0 <= 0.0 {
             return err(format!("{p}.iops"), "must be above 0");
