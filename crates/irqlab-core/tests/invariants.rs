@@ -273,7 +273,7 @@ type NvmeDraw = (u32, u32, u32, u32, u32, u32, u32, u32, u32);
 struct Devices {
     cpus: u32,
     sockets: u32,
-    iommus: u32, // remapping units per socket: the disks spread over them, the NIC on the last
+    iommus: u32,             // remapping units per socket: the disks spread over them, the NIC on the last
     dma: Option<(u32, u32)>, // (dma_write ns, msi_write ns); None: no DMA path
     nvme: Option<NvmeDraw>,
     nic: Option<(u32, u32, u32, u32, u32, u32)>, // (queues, gbps, moderation 0..4, VM 0..4: no, exits, remapped, posted, ring, per-packet ns)
@@ -456,4 +456,51 @@ nmi = true
     assert!(p.max < 5_000.0, "pseudo-NMI waited {} ns in a context switch", p.max);
     let daif = run(&load(base, "sw.toml", &["cpu.masking=daif".into(), "source.0.nmi=false".into()]).unwrap(), RunOptions::default());
     assert!(daif.report.histograms["irq_latency"].max > 50_000.0, "an IRQ waits for the switch under DAIF");
+}
+
+/// Under pseudo-NMI an IRQ's PMR accesses depend on what it interrupted
+/// (docs/m1-exception-paths.md (d), (e)): from user, entry R2 W2 and exit W3 S1;
+/// into kernel code or the idle loop, the exit is `kernel_exit 1`'s W1 S1;
+/// waking the idle loop first costs its PMR restore and `local_irq_enable()`
+/// (W2 S1) before the entry; a softirq pass its enable/disable (W2 S1). With
+/// 10 ns an access and PMHE=0 (syncs free), a 1 us handler and no other
+/// entry or exit cost: hardirq per IRQ 1,070 ns from user, 1,050 ns into the
+/// kernel, 1,070 ns on an idle CPU (60 ns of it before the handler).
+#[test]
+fn pseudo_nmi_irq_tax_follows_what_the_irq_interrupted() {
+    let base = r#"
+name = "irqtax"
+duration = "20ms"
+[cpu]
+masking = "pmr"
+[cpu.pmr]
+access = "10ns"
+[[source]]
+name = "dev"
+rate = "10k/s"
+arrival = "periodic"
+handler = "1us"
+"#;
+    let per_irq = |extra: &str, sets: &[&str]| {
+        let text = format!("{base}{extra}");
+        let sets: Vec<String> = sets.iter().map(|s| s.to_string()).collect();
+        let out = run(&load(&text, "t.toml", &sets).unwrap(), RunOptions::default());
+        let m = &out.report.metrics;
+        let ns = |share: f64| share * 20e6 / m["interrupts"];
+        (ns(m["hardirq_share"]), ns(m["softirq_share"]), out.report.histograms["irq_latency"].p50)
+    };
+    let near = |a: f64, b: f64| (a - b).abs() < 1.0;
+    let (idle, _, idle_lat) = per_irq("", &[]);
+    assert!(near(idle, 1_070.0) && near(idle_lat, 60.0), "idle: {idle} ns hardirq, {idle_lat} ns to the handler");
+    let user = "[[task]]\nname = \"u\"\nwork = \"1s\"\n";
+    let (from_user, _, user_lat) = per_irq(user, &[]);
+    assert!(near(from_user, 1_070.0) && near(user_lat, 40.0), "from user: {from_user} ns, {user_lat} ns");
+    let kernel = "[[task]]\nname = \"k\"\nwork = \"1ns\"\nexception = \"syscall\"\nbody = \"1s\"\n";
+    let (into_kernel, _, _) = per_irq(kernel, &[]);
+    assert!(near(into_kernel, 1_050.0), "into the kernel: {into_kernel} ns");
+    let (_, softirq, _) = per_irq("", &["source.0.softirq=1us"]);
+    assert!(near(softirq, 1_020.0), "softirq pass: {softirq} ns");
+    // Under DAIF none of it: the same IRQ costs its handler alone.
+    let (daif, daif_soft, daif_lat) = per_irq("", &["cpu.masking=daif", "source.0.softirq=1us"]);
+    assert!(near(daif, 1_000.0) && near(daif_soft, 1_000.0) && daif_lat < 1.0, "{daif} {daif_soft} {daif_lat}");
 }

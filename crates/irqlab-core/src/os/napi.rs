@@ -52,6 +52,10 @@ impl<P: Parts> Machine<P> {
         let sn = &mut cpu.softnet[level as usize];
         (sn.left, sn.rx_since, sn.restarts, sn.do_since) = (budget, now, MAX_SOFTIRQ_RESTART, now);
         sn.pass_left = cpu.napi_list[level as usize].len();
+        if level == Level::Host {
+            // Under pseudo-NMI its `local_irq_enable`/`_disable` pair are PMR writes (0 under DAIF).
+            cpu.softirq_work[level as usize] += self.c.pmr_softirq;
+        }
         self.run_softirqs(s, c, level)
     }
 

@@ -84,6 +84,13 @@ pub struct Costs {
     pub irq_handler_mask: Mask,
     /// `mask_ack_irq()` on an MSI-X vector (`CpuCosts::msix_mask`).
     pub msix_mask: Ps,
+    /// Pseudo-NMI's IRQ path beyond the per-source entry and exit (`pmr.rs`):
+    /// what an IRQ's exit saves when it returns to EL1 rather than to user
+    /// (`EXIT_TO_EL0` against `EXIT_TO_EL1`), what an idle CPU's wake-up adds
+    /// before the entry, and what each `__do_softirq` pass adds. All 0 under DAIF.
+    pub pmr_el1_return_saves: Ps,
+    pub pmr_idle_wake: Ps,
+    pub pmr_softirq: Ps,
     pub hyp_exit: Ps,
     pub hyp_handler: Ps,
     pub hyp_inject: Ps,
@@ -342,6 +349,9 @@ impl<P: Parts> Machine<P> {
                     Masking::Pmr => Mask::Pmr,
                 },
                 msix_mask: sc.cpu.msix_mask.ps(),
+                pmr_el1_return_saves: pmr.exit - pmr.exit_to_el1,
+                pmr_idle_wake: pmr.idle_wake,
+                pmr_softirq: pmr.softirq,
                 hyp_exit: sc.hypervisor.exit.ps(),
                 hyp_handler: sc.hypervisor.handler.ps(),
                 hyp_inject: sc.hypervisor.inject.ps(),

@@ -57,6 +57,20 @@ pub const EXIT_TO_EL0: Accesses = acc(0.0, 3.0, 1.0);
 /// (R1, an `ICC_RPR_EL1` read) and `gic_pmr_mask_irqs()` (W1).
 pub const IRQ_ENTRY: Accesses = acc(2.0, 2.0, 0.0);
 
+/// Return from an IRQ (or NMI) to EL1 (kernel code, the idle loop): `ret_to_kernel`
+/// → `kernel_exit 1` restores the PMR saved at entry (W1, its `dsb sy` alternative).
+/// Only a return to EL0 pays `exit_to_user_mode`'s two writes on top (`EXIT_TO_EL0`).
+pub const EXIT_TO_EL1: Accesses = acc(0.0, 1.0, 1.0);
+/// An IRQ that wakes an idle CPU: after `wfi`, `cpu_do_idle`'s
+/// `arm_cpuidle_restore_irq_context` writes the saved PMR back (W1), then
+/// `default_idle_call`'s `local_irq_enable()` unmasks (W1, sync), and only then
+/// is the IRQ taken (arch/arm64/kernel/idle.c, asm/cpuidle.h, kernel/sched/idle.c).
+/// (The R1 W1 that save the context before `wfi` are idle time either way.)
+pub const IDLE_WAKE: Accesses = acc(0.0, 2.0, 1.0);
+/// One pass of `handle_softirqs()`: `local_irq_enable()` before the handlers,
+/// `local_irq_disable()` after them (kernel/softirq.c).
+pub const SOFTIRQ_PASS: Accesses = acc(0.0, 2.0, 1.0);
+
 /// An IRQs-off section opened with IRQs on by `local_irq_save`/`spin_lock_irqsave`
 /// (R1 W1) and closed by `local_irq_restore` (W1, sync).
 pub const SAVE_SECTION: Accesses = acc(1.0, 2.0, 1.0);
@@ -104,6 +118,12 @@ pub struct PmrTax {
     pub exit: Ps,
     /// Added to an IRQ's entry (`kernel_entry` and the GIC driver's RPR read and PMR mask).
     pub irq_entry: Ps,
+    /// Added to an IRQ's exit when it returns to EL1 (`exit` is a return to EL0's).
+    pub exit_to_el1: Ps,
+    /// Added before the IRQ entry of an IRQ that wakes an idle CPU.
+    pub idle_wake: Ps,
+    /// Added to each `__do_softirq` pass.
+    pub softirq: Ps,
     /// One access and one sync, for the body's sections.
     access: Ps,
     dsb: Ps,
@@ -118,6 +138,9 @@ impl PmrTax {
             entry: SYNC_ENTRY.cost(access, dsb),
             exit: EXIT_TO_EL0.cost(access, dsb),
             irq_entry: IRQ_ENTRY.cost(access, dsb),
+            exit_to_el1: EXIT_TO_EL1.cost(access, dsb),
+            idle_wake: IDLE_WAKE.cost(access, dsb),
+            softirq: SOFTIRQ_PASS.cost(access, dsb),
             access,
             dsb,
         }
@@ -165,6 +188,12 @@ mod tests {
         // An IRQ from EL0: R1 W5 S1 and one RPR read.
         let irq = IRQ_ENTRY.plus(EXIT_TO_EL0);
         assert_eq!((irq.reads, irq.writes, irq.syncs), (2.0, 5.0, 1.0));
+        // An IRQ from EL1 with IRQs on: R1 W3 S1 and the RPR read; waking the idle
+        // loop adds its restore and local_irq_enable (W2 S1); a softirq pass W2 S1.
+        let el1 = IRQ_ENTRY.plus(EXIT_TO_EL1);
+        assert_eq!((el1.reads, el1.writes, el1.syncs), (2.0, 3.0, 1.0));
+        assert_eq!((IDLE_WAKE.reads, IDLE_WAKE.writes, IDLE_WAKE.syncs), (0.0, 2.0, 1.0));
+        assert_eq!((SOFTIRQ_PASS.reads, SOFTIRQ_PASS.writes, SOFTIRQ_PASS.syncs), (0.0, 2.0, 1.0));
         // sched_yield pays exactly two local_irq_disable/enable sections more than gettid.
         assert!(near(y.writes - g.writes, 4.0) && near(y.syncs - g.syncs, 2.0) && near(y.reads, g.reads));
     }
