@@ -64,6 +64,19 @@ fn gsim_fixed_delays_interrupts_by_about_its_delay() {
     assert!(max > 100_000.0 && max < 260_000.0, "max irq latency {max} ns");
 }
 
+/// `gsim.counted_per_s` is the rate GSIM's law compares with its target: the
+/// moderated handlers, not GSIM's own timer interrupts, which
+/// `interrupts_per_s` counts beside them.
+#[test]
+fn gsim_counts_what_its_target_is_compared_with() {
+    let out = go(NVME, &GSIM_ADAPTIVE);
+    let m = &out.report.metrics;
+    let (counted, vectors, timers) = (m["gsim.counted_per_s"], m["source.ssd.interrupts_per_s"], m["source.gsim.interrupts_per_s"]);
+    assert!(timers > 0.0, "GSIM never moderated");
+    assert!((counted / vectors - 1.0).abs() < 1e-3, "counted {counted}/s, the disks' vectors {vectors}/s");
+    assert!((m["interrupts_per_s"] - counted - timers).abs() < 1e-3 * m["interrupts_per_s"], "{m:?}");
+}
+
 #[test]
 fn gsim_adaptive_adds_no_delay_at_low_load() {
     // One disk, one queue, one job at iodepth 1: far under every target.
