@@ -24,7 +24,7 @@ impl<P: Parts> Machine<P> {
             // `mask_irq` does nothing on a vector already masked (a message
             // that was on its way when the first one masked it): no write, no read.
             let (entry, exit, flow, masked) = (src.entry, src.exit, src.flow, src.masked);
-            let (wake, saves) = self.pmr_around(self.cpus[c].top(), Level::Host, i);
+            let (wake, saves) = self.pmr_around(c, self.cpus[c].top(), Level::Host, i);
             let (entry, exit) = (entry + wake, exit - saves);
             self.mask_disabled(i);
             let mask = if masked { 0 } else { self.c.msix_mask };
@@ -70,14 +70,15 @@ impl<P: Parts> Machine<P> {
     /// SDEI events (taken before the idle loop unmasks; SDEI's `exit` is
     /// `SDEI_EVENT_COMPLETE`, with no PMR in it), whose paths keep their costs.
     #[inline(always)]
-    pub(crate) fn pmr_around(&self, under: &Frame, level: Level, i: u32) -> (crate::engine::Ps, crate::engine::Ps) {
+    pub(crate) fn pmr_around(&self, c: usize, under: &Frame, level: Level, i: u32) -> (crate::engine::Ps, crate::engine::Ps) {
         let saves = self.c.pmr_el1_return_saves;
         if saves == 0 || level != Level::Host || under.level != Level::Host || self.srcs[i as usize].prio != Prio::Normal {
             return (0, 0);
         }
         match under.work {
             Work::Task { phase: TaskPhase::User, .. } => (0, 0),
-            Work::Idle => (self.c.pmr_idle_wake, saves),
+            // (A CPU whose idle time a thread spends polling is not in `cpu_do_idle`.)
+            Work::Idle if !self.cpus[c].spins => (self.c.pmr_idle_wake, saves),
             _ => (0, saves),
         }
     }
@@ -88,12 +89,12 @@ impl<P: Parts> Machine<P> {
             return (0, 0);
         }
         let st = &self.cpus[c].stack;
-        self.pmr_around(&st[st.len() - 2], level, i)
+        self.pmr_around(c, &st[st.len() - 2], level, i)
     }
 
     /// Pushes an interrupt frame; with no entry cost the handler starts at once.
     fn push_irq(&mut self, s: &mut Scheduler<Ev>, c: usize, i: u32, level: Level, origin: crate::engine::Ps, flow: u64) {
-        let entry = self.srcs[i as usize].entry + self.pmr_around(self.cpus[c].top(), level, i).0;
+        let entry = self.srcs[i as usize].entry + self.pmr_around(c, self.cpus[c].top(), level, i).0;
         let phase = if entry == 0 { IrqPhase::Handler } else { IrqPhase::Entry };
         let left = if entry == 0 { self.handler_start(s, c, i, level, origin) } else { entry };
         let mut f = Frame::new(Work::Irq { src: i, phase }, level, self.irq_mask(i, phase), left);
