@@ -24,7 +24,7 @@ impl<P: Parts> Machine<P> {
             // `mask_irq` does nothing on a vector already masked (a message
             // that was on its way when the first one masked it): no write, no read.
             let (entry, exit, flow, masked) = (src.entry, src.exit, src.flow, src.masked);
-            let (wake, saves) = self.pmr_around(c, self.cpus[c].top(), Level::Host, i);
+            let (wake, saves) = self.pmr_around(c, 0, Level::Host, i);
             let (entry, exit) = (entry + wake, exit - saves);
             self.mask_disabled(i);
             let mask = if masked { 0 } else { self.c.msix_mask };
@@ -62,17 +62,24 @@ impl<P: Parts> Machine<P> {
     }
 
     /// Pseudo-NMI's part of an interrupt's entry and exit that depends on what
-    /// it interrupted (`under`): waking the idle loop first costs the loop's PMR
-    /// restore and `local_irq_enable()` (`pmr::IDLE_WAKE`), and a return to EL1
-    /// saves `exit_to_user_mode`'s writes that the source's `exit` includes
-    /// (`pmr::EXIT_TO_EL1`). `(added to entry, taken off exit)`; both 0 under
-    /// DAIF, for a guest's interrupts or an interrupted guest, and for NMIs and
-    /// SDEI events (taken before the idle loop unmasks; SDEI's `exit` is
-    /// `SDEI_EVENT_COMPLETE`, with no PMR in it), whose paths keep their costs.
+    /// it interrupted, the frame `depth` below CPU `c`'s top (0: the interrupt
+    /// is about to be pushed; 1: it is the top): waking the idle loop first
+    /// costs the loop's PMR restore and `local_irq_enable()` (`pmr::IDLE_WAKE`),
+    /// and a return to EL1 saves `exit_to_user_mode`'s writes that the source's
+    /// `exit` includes (`pmr::EXIT_TO_EL1`). `(added to entry, taken off exit)`;
+    /// both 0 under DAIF, for a guest's interrupts or an interrupted guest, and
+    /// for NMIs and SDEI events (taken before the idle loop unmasks; SDEI's
+    /// `exit` is `SDEI_EVENT_COMPLETE`, with no PMR in it), whose paths keep
+    /// their costs.
     #[inline(always)]
-    pub(crate) fn pmr_around(&self, c: usize, under: &Frame, level: Level, i: u32) -> (crate::engine::Ps, crate::engine::Ps) {
+    pub(crate) fn pmr_around(&self, c: usize, depth: usize, level: Level, i: u32) -> (crate::engine::Ps, crate::engine::Ps) {
         let saves = self.c.pmr_el1_return_saves;
-        if saves == 0 || level != Level::Host || under.level != Level::Host || self.srcs[i as usize].prio != Prio::Normal {
+        if saves == 0 {
+            return (0, 0); // DAIF masking: the common case pays one test
+        }
+        let st = &self.cpus[c].stack;
+        let under = &st[st.len() - 1 - depth];
+        if level != Level::Host || under.level != Level::Host || self.srcs[i as usize].prio != Prio::Normal {
             return (0, 0);
         }
         match under.work {
@@ -83,18 +90,9 @@ impl<P: Parts> Machine<P> {
         }
     }
 
-    /// [`Self::pmr_around`] for the interrupt frame on top of CPU `c`.
-    pub(crate) fn pmr_around_top(&self, c: usize, level: Level, i: u32) -> (crate::engine::Ps, crate::engine::Ps) {
-        if self.c.pmr_el1_return_saves == 0 {
-            return (0, 0);
-        }
-        let st = &self.cpus[c].stack;
-        self.pmr_around(c, &st[st.len() - 2], level, i)
-    }
-
     /// Pushes an interrupt frame; with no entry cost the handler starts at once.
     fn push_irq(&mut self, s: &mut Scheduler<Ev>, c: usize, i: u32, level: Level, origin: crate::engine::Ps, flow: u64) {
-        let entry = self.srcs[i as usize].entry + self.pmr_around(c, self.cpus[c].top(), level, i).0;
+        let entry = self.srcs[i as usize].entry + self.pmr_around(c, 0, level, i).0;
         let phase = if entry == 0 { IrqPhase::Handler } else { IrqPhase::Entry };
         let left = if entry == 0 { self.handler_start(s, c, i, level, origin) } else { entry };
         let mut f = Frame::new(Work::Irq { src: i, phase }, level, self.irq_mask(i, phase), left);
@@ -187,7 +185,7 @@ impl<P: Parts> Machine<P> {
         }
         if phase != IrqPhase::Handler && f.level == Level::Host {
             let src = &self.srcs[i as usize];
-            let (wake, saves) = self.pmr_around_top(c, f.level, i);
+            let (wake, saves) = self.pmr_around(c, 1, f.level, i);
             self.cpus[c].irq_arch += if phase == IrqPhase::Entry { src.entry + wake } else { src.exit - saves };
         }
         match phase {
@@ -197,7 +195,7 @@ impl<P: Parts> Machine<P> {
                 self.set_phase(s, c, Work::Irq { src: i, phase: IrqPhase::Handler }, m, h);
             }
             IrqPhase::Handler if self.srcs[i as usize].exit > 0 => {
-                let x = self.srcs[i as usize].exit - self.pmr_around_top(c, f.level, i).1;
+                let x = self.srcs[i as usize].exit - self.pmr_around(c, 1, f.level, i).1;
                 let m = self.irq_mask(i, IrqPhase::Exit);
                 self.set_phase(s, c, Work::Irq { src: i, phase: IrqPhase::Exit }, m, x);
             }

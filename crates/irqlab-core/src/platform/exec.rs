@@ -133,17 +133,17 @@ impl<P: Parts> Machine<P> {
                 let (phase, left) = if self.cpus[c].mask_flush.is_some() {
                     (MaskPhase::Flush, NEVER)
                 } else {
-                    (MaskPhase::Exit, self.srcs[src as usize].exit - self.pmr_around_top(c, Level::Host, src).1)
+                    (MaskPhase::Exit, self.srcs[src as usize].exit - self.pmr_around(c, 1, Level::Host, src).1)
                 };
                 self.set_phase(s, c, Work::MaskAck { src, phase }, Mask::Daif, left);
             }
             // The path said the writes ahead are through (`mask_flushed`).
             Work::MaskAck { src, phase: MaskPhase::Flush } => {
-                let exit = self.srcs[src as usize].exit - self.pmr_around_top(c, Level::Host, src).1;
+                let exit = self.srcs[src as usize].exit - self.pmr_around(c, 1, Level::Host, src).1;
                 self.set_phase(s, c, Work::MaskAck { src, phase: MaskPhase::Exit }, Mask::Daif, exit);
             }
             Work::MaskAck { src, phase: MaskPhase::Exit } => {
-                let (wake, saves) = self.pmr_around_top(c, Level::Host, src);
+                let (wake, saves) = self.pmr_around(c, 1, Level::Host, src);
                 let src = &self.srcs[src as usize];
                 self.cpus[c].irq_arch += src.entry + wake + src.exit - saves;
                 self.pop_frame(s, c);
