@@ -93,6 +93,10 @@ impl Latency {
     pub fn reset(&mut self) {
         self.h.reset();
     }
+    /// Adds `other`'s records to these (histograms of the same precision: no loss).
+    pub fn merge(&mut self, other: &Latency) {
+        self.h.add(&other.h).expect("same precision, auto-resizing");
+    }
     pub fn count(&self) -> u64 {
         self.h.len()
     }

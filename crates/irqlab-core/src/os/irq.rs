@@ -24,7 +24,7 @@ impl<P: Parts> Machine<P> {
             // `mask_irq` does nothing on a vector already masked (a message
             // that was on its way when the first one masked it): no write, no read.
             let (entry, exit, flow, masked) = (src.entry, src.exit, src.flow, src.masked);
-            let (wake, saves) = self.pmr_around(c, 0, Level::Host, i);
+            let (wake, saves) = (self.pmr_idle_wake(c, s.now(), Level::Host, i), self.pmr_exit_saves(c, 0, Level::Host, i));
             let (entry, exit) = (entry + wake, exit - saves);
             self.mask_disabled(i);
             let mask = if masked { 0 } else { self.c.msix_mask };
@@ -37,6 +37,7 @@ impl<P: Parts> Machine<P> {
             };
             let mut f = Frame::new(Work::MaskAck { src: i, phase }, Level::Host, Mask::Daif, left);
             f.flow = flow;
+            f.woke_idle = wake > 0;
             self.push_frame(s, c, f);
             return;
         }
@@ -61,43 +62,75 @@ impl<P: Parts> Machine<P> {
         }
     }
 
-    /// Pseudo-NMI's part of an interrupt's entry and exit that depends on what
-    /// it interrupted, the frame `depth` below CPU `c`'s top (0: the interrupt
-    /// is about to be pushed; 1: it is the top): waking the idle loop first
-    /// costs the loop's PMR restore and `local_irq_enable()` (`pmr::IDLE_WAKE`),
-    /// and a return to EL1 saves `exit_to_user_mode`'s writes that the source's
-    /// `exit` includes (`pmr::EXIT_TO_EL1`). `(added to entry, taken off exit)`;
-    /// both 0 under DAIF, for a guest's interrupts or an interrupted guest, and
-    /// for NMIs and SDEI events (taken before the idle loop unmasks; SDEI's
-    /// `exit` is `SDEI_EVENT_COMPLETE`, with no PMR in it), whose paths keep
-    /// their costs.
+    /// Pseudo-NMI's IRQ path depends on what the interrupt interrupted, the
+    /// frame `depth` below CPU `c`'s top (0: the interrupt is about to be
+    /// pushed; 1: it is the top). `None` where it does not apply: DAIF masking,
+    /// a guest's interrupts or an interrupted guest, and NMIs and SDEI events,
+    /// whose paths keep their costs (SDEI's `exit` is `SDEI_EVENT_COMPLETE`,
+    /// with no PMR in it).
     #[inline(always)]
-    pub(crate) fn pmr_around(&self, c: usize, depth: usize, level: Level, i: u32) -> (crate::engine::Ps, crate::engine::Ps) {
-        let saves = self.c.pmr_el1_return_saves;
-        if saves == 0 {
-            return (0, 0); // DAIF masking: the common case pays one test
+    fn pmr_under(&self, c: usize, depth: usize, level: Level, i: u32) -> Option<Work> {
+        if !self.c.pmr_irq_path {
+            return None; // DAIF masking: the common case pays one test
         }
         let st = &self.cpus[c].stack;
         let under = &st[st.len() - 1 - depth];
-        if level != Level::Host || under.level != Level::Host || self.srcs[i as usize].prio != Prio::Normal {
-            return (0, 0);
+        (level == Level::Host && under.level == Level::Host && self.srcs[i as usize].prio == Prio::Normal).then_some(under.work)
+    }
+
+    /// What an interrupt's return to EL1 (kernel code, the idle loop) saves on
+    /// the source's `exit`, which is a return to EL0's (`pmr::EXIT_TO_EL1`
+    /// against `EXIT_TO_EL0`).
+    #[inline(always)]
+    pub(crate) fn pmr_exit_saves(&self, c: usize, depth: usize, level: Level, i: u32) -> crate::engine::Ps {
+        match self.pmr_under(c, depth, level, i) {
+            None | Some(Work::Task { phase: TaskPhase::User, .. }) => 0,
+            // (Never more than the exit: every normal source's includes the EL0 return.)
+            Some(_) => self.c.pmr_el1_return_saves.min(self.srcs[i as usize].exit),
         }
-        match under.work {
-            Work::Task { phase: TaskPhase::User, .. } => (0, 0),
-            // (A CPU whose idle time a thread spends polling is not in `cpu_do_idle`.)
-            Work::Idle if !self.cpus[c].spins => (self.c.pmr_idle_wake, saves),
-            _ => (0, saves),
+    }
+
+    /// What an interrupt about to be pushed pays before its entry for waking
+    /// the idle loop: `cpu_do_idle`'s PMR restore and `local_irq_enable()`
+    /// (`pmr::IDLE_WAKE`). Only if the CPU reached `wfi`: an interrupt still
+    /// pending when the previous one returned (a frame popped this instant) is
+    /// taken on `kernel_exit`'s `eret`; and not on a CPU whose idle time a
+    /// thread spends polling. A vCPU blocked in the host (`kvm_vcpu_block` →
+    /// `schedule()`) leaves its pCPU in the host's idle loop too.
+    #[inline(always)]
+    pub(crate) fn pmr_idle_wake(&self, c: usize, now: crate::engine::Ps, level: Level, i: u32) -> crate::engine::Ps {
+        let idle = match self.pmr_under(c, 0, level, i) {
+            Some(Work::Idle) => !self.cpus[c].spins,
+            Some(Work::Halt { phase }) => phase == crate::platform::cpu::HaltPhase::Blocked,
+            _ => false,
+        };
+        if idle && now > self.cpus[c].popped_at {
+            self.c.pmr_idle_wake
+        } else {
+            0
+        }
+    }
+
+    /// The idle wake-up an interrupt frame `f` paid on its entry.
+    #[inline(always)]
+    pub(crate) fn pmr_woke(&self, f: &Frame) -> crate::engine::Ps {
+        if f.woke_idle {
+            self.c.pmr_idle_wake
+        } else {
+            0
         }
     }
 
     /// Pushes an interrupt frame; with no entry cost the handler starts at once.
     fn push_irq(&mut self, s: &mut Scheduler<Ev>, c: usize, i: u32, level: Level, origin: crate::engine::Ps, flow: u64) {
-        let entry = self.srcs[i as usize].entry + self.pmr_around(c, 0, level, i).0;
+        let wake = self.pmr_idle_wake(c, s.now(), level, i);
+        let entry = self.srcs[i as usize].entry + wake;
         let phase = if entry == 0 { IrqPhase::Handler } else { IrqPhase::Entry };
         let left = if entry == 0 { self.handler_start(s, c, i, level, origin) } else { entry };
         let mut f = Frame::new(Work::Irq { src: i, phase }, level, self.irq_mask(i, phase), left);
         f.origin = origin;
         f.flow = flow;
+        f.woke_idle = wake > 0;
         self.push_frame(s, c, f);
     }
 
@@ -185,8 +218,8 @@ impl<P: Parts> Machine<P> {
         }
         if phase != IrqPhase::Handler && f.level == Level::Host {
             let src = &self.srcs[i as usize];
-            let (wake, saves) = self.pmr_around(c, 1, f.level, i);
-            self.cpus[c].irq_arch += if phase == IrqPhase::Entry { src.entry + wake } else { src.exit - saves };
+            self.cpus[c].irq_arch +=
+                if phase == IrqPhase::Entry { src.entry + self.pmr_woke(&f) } else { src.exit - self.pmr_exit_saves(c, 1, f.level, i) };
         }
         match phase {
             IrqPhase::Entry => {
@@ -195,7 +228,7 @@ impl<P: Parts> Machine<P> {
                 self.set_phase(s, c, Work::Irq { src: i, phase: IrqPhase::Handler }, m, h);
             }
             IrqPhase::Handler if self.srcs[i as usize].exit > 0 => {
-                let x = self.srcs[i as usize].exit - self.pmr_around(c, 1, f.level, i).1;
+                let x = self.srcs[i as usize].exit - self.pmr_exit_saves(c, 1, f.level, i);
                 let m = self.irq_mask(i, IrqPhase::Exit);
                 self.set_phase(s, c, Work::Irq { src: i, phase: IrqPhase::Exit }, m, x);
             }
@@ -234,8 +267,11 @@ impl<P: Parts> Machine<P> {
             match top.work {
                 Work::Irq { .. } | Work::MaskAck { .. } => {} // nested: the outer irq_exit runs it
                 Work::Softirq if work > 0 => {
-                    // __do_softirq() loops while work is pending: the interrupted run takes it on.
-                    self.cpus[c].top_mut().left += work;
+                    // __do_softirq() loops while work is pending: the interrupted run takes
+                    // it on, in one more pass (its PMR pair under pseudo-NMI; the kernel
+                    // restarts once for every IRQ that raised work during one pass).
+                    let pass = if level == Level::Host { self.c.pmr_softirq } else { 0 };
+                    self.cpus[c].top_mut().left += work + pass;
                     self.cpus[c].softirq_work[lv] = 0;
                 }
                 Work::Softirq | Work::Napi { .. } => {} // the running softirq takes the poll list on

@@ -31,14 +31,15 @@ impl<P: Parts> Machine<P> {
         self.napis[q as usize].scheduled
     }
 
-    /// A busy-polled context has work: the poll loop takes it at once.
+    /// A busy-polled context has work: the poll loop takes it at once
+    /// (`napi_busy_loop` polls under `local_bh_disable`, not in a softirq pass).
     pub fn napi_schedule(&mut self, s: &mut Scheduler<Ev>, q: u32) {
         let c = self.napis[q as usize].cpu as usize;
         let level = self.napis[q as usize].level;
         self.napi_enqueue(c, q);
         if self.softirq_can_run(c, level) {
             self.pause_top(s, c);
-            self.start_softirqs(s, c, level);
+            self.begin_softirqs(s, c, level, false);
             self.run_top(s, c);
         }
     }
@@ -46,15 +47,20 @@ impl<P: Parts> Machine<P> {
     /// A fresh `__do_softirq` (on irq exit, or in ksoftirqd): its limits start
     /// now; then `run_softirqs`.
     pub fn start_softirqs(&mut self, s: &mut Scheduler<Ev>, c: usize, level: Level) -> bool {
+        self.begin_softirqs(s, c, level, true)
+    }
+
+    /// `start_softirqs`; `pass`: a `handle_softirqs` pass, whose
+    /// `local_irq_enable`/`_disable` pair pseudo-NMI makes PMR writes.
+    fn begin_softirqs(&mut self, s: &mut Scheduler<Ev>, c: usize, level: Level, pass: bool) -> bool {
         let now = s.now();
         let budget = self.c.netdev_budget;
         let cpu = &mut self.cpus[c];
         let sn = &mut cpu.softnet[level as usize];
         (sn.left, sn.rx_since, sn.restarts, sn.do_since) = (budget, now, MAX_SOFTIRQ_RESTART, now);
         sn.pass_left = cpu.napi_list[level as usize].len();
-        if level == Level::Host {
-            // Under pseudo-NMI its `local_irq_enable`/`_disable` pair are PMR writes (0 under DAIF).
-            cpu.softirq_work[level as usize] += self.c.pmr_softirq;
+        if pass && level == Level::Host {
+            cpu.softirq_work[level as usize] += self.c.pmr_softirq; // 0 under DAIF
         }
         self.run_softirqs(s, c, level)
     }
@@ -94,6 +100,10 @@ impl<P: Parts> Machine<P> {
         let need_resched = level == Level::Host && !cpu.threads.is_empty();
         let restart = !need_resched && sn.restarts > 0 && now - sn.do_since < MAX_SOFTIRQ_TIME;
         (sn.left, sn.rx_since, sn.pass_left) = (budget, now, cpu.napi_list[lv].len());
+        if restart && level == Level::Host {
+            // NET_RX re-raised: `handle_softirqs` goes round again, one more pass.
+            cpu.softirq_work[lv] += self.c.pmr_softirq;
+        }
         if restart || cpu.napi_list[lv].is_empty() {
             return false;
         }

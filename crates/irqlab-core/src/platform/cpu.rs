@@ -141,6 +141,9 @@ pub struct Frame {
     pub mask: Mask,
     /// Whether the current phase opened a trace slice.
     pub traced: bool,
+    /// An interrupt frame whose IRQ woke the idle loop (pseudo-NMI: the
+    /// loop's PMR restore was charged on its entry, `Machine::pmr_around`).
+    pub woke_idle: bool,
     /// Work left in the current phase.
     pub left: Ps,
     /// For interrupt frames: when the device raised it, and its trace flow id.
@@ -150,7 +153,7 @@ pub struct Frame {
 
 impl Frame {
     pub fn new(work: Work, level: Level, mask: Mask, left: Ps) -> Frame {
-        Frame { work, level, mask, traced: false, left, origin: 0, flow: 0 }
+        Frame { work, level, mask, traced: false, woke_idle: false, left, origin: 0, flow: 0 }
     }
 }
 
@@ -249,6 +252,10 @@ pub struct Cpu {
     /// its current halt began (`hypervisor.guest_idle = "hlt"`).
     pub halt_poll: Ps,
     pub halt_since: Ps,
+    /// When a frame last popped here (kept under pseudo-NMI only): an IRQ
+    /// pushed over the idle frame at that instant was pending as the previous
+    /// one returned, and is taken before the idle loop reaches `wfi`.
+    pub popped_at: Ps,
 }
 
 impl Cpu {
@@ -286,6 +293,7 @@ impl Cpu {
             vtrack,
             halt_poll: 0,
             halt_since: 0,
+            popped_at: 0,
         }
     }
 

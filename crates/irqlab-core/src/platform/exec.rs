@@ -100,6 +100,9 @@ impl<P: Parts> Machine<P> {
         self.cpus[c].account(now);
         debug_assert!(self.cpus[c].timer.is_none(), "pop of a running frame on cpu {c}: {:?}", self.cpus[c].top());
         let f = self.cpus[c].stack.pop().expect("pop on a CPU with frames");
+        if self.c.pmr_irq_path {
+            self.cpus[c].popped_at = now;
+        }
         if f.traced {
             let track = self.track_of(c, f.level);
             self.tracer.end(now, track);
@@ -133,17 +136,17 @@ impl<P: Parts> Machine<P> {
                 let (phase, left) = if self.cpus[c].mask_flush.is_some() {
                     (MaskPhase::Flush, NEVER)
                 } else {
-                    (MaskPhase::Exit, self.srcs[src as usize].exit - self.pmr_around(c, 1, Level::Host, src).1)
+                    (MaskPhase::Exit, self.srcs[src as usize].exit - self.pmr_exit_saves(c, 1, Level::Host, src))
                 };
                 self.set_phase(s, c, Work::MaskAck { src, phase }, Mask::Daif, left);
             }
             // The path said the writes ahead are through (`mask_flushed`).
             Work::MaskAck { src, phase: MaskPhase::Flush } => {
-                let exit = self.srcs[src as usize].exit - self.pmr_around(c, 1, Level::Host, src).1;
+                let exit = self.srcs[src as usize].exit - self.pmr_exit_saves(c, 1, Level::Host, src);
                 self.set_phase(s, c, Work::MaskAck { src, phase: MaskPhase::Exit }, Mask::Daif, exit);
             }
             Work::MaskAck { src, phase: MaskPhase::Exit } => {
-                let (wake, saves) = self.pmr_around(c, 1, Level::Host, src);
+                let (wake, saves) = (self.pmr_woke(&f), self.pmr_exit_saves(c, 1, Level::Host, src));
                 let src = &self.srcs[src as usize];
                 self.cpus[c].irq_arch += src.entry + wake + src.exit - saves;
                 self.pop_frame(s, c);

@@ -88,6 +88,7 @@ pub struct Costs {
     /// what an IRQ's exit saves when it returns to EL1 rather than to user
     /// (`EXIT_TO_EL0` against `EXIT_TO_EL1`), what an idle CPU's wake-up adds
     /// before the entry, and what each `__do_softirq` pass adds. All 0 under DAIF.
+    pub pmr_irq_path: bool,
     pub pmr_el1_return_saves: Ps,
     pub pmr_idle_wake: Ps,
     pub pmr_softirq: Ps,
@@ -349,6 +350,7 @@ impl<P: Parts> Machine<P> {
                     Masking::Pmr => Mask::Pmr,
                 },
                 msix_mask: sc.cpu.msix_mask.ps(),
+                pmr_irq_path: sc.cpu.masking == Masking::Pmr,
                 pmr_el1_return_saves: pmr.exit - pmr.exit_to_el1,
                 pmr_idle_wake: pmr.idle_wake,
                 pmr_softirq: pmr.softirq,

@@ -161,10 +161,17 @@ impl<P: Parts> Machine<P> {
         // an overloaded fabric holds back (offered = delivered + these + merged).
         let in_fabric: usize = self.srcs.iter().map(|s| s.in_fabric.len()).sum();
         if !self.paths.is_empty() {
+            // Over the paths that carried writes: a socket or a remapping unit
+            // no device uses would halve it (a review); and every path's waits.
+            let used = self.paths.iter().filter(|p| p.wait.count() > 0).count().max(1);
             let busy: Ps = self.paths.iter().map(|p| p.busy_until(now)).sum();
-            r.metric("fabric.utilisation", busy as f64 / (span.max(1) as f64 * self.paths.len() as f64));
+            r.metric("fabric.utilisation", busy as f64 / (span.max(1) as f64 * used as f64));
             r.metric("fabric.msis_in_flight", in_fabric as f64);
-            r.histogram("fabric_wait", &self.paths[0].wait);
+            let mut wait = self.paths[0].wait.clone();
+            for p in &self.paths[1..] {
+                wait.merge(&p.wait);
+            }
+            r.histogram("fabric_wait", &wait);
             if self.n.msix_flush_wait.count() > 0 {
                 r.histogram("msix_flush_wait", &self.n.msix_flush_wait);
             }

@@ -234,6 +234,8 @@ fn iommus_split_a_socket_into_paths() {
     let m = &idle.report.metrics;
     assert!(m["fabric.socket0.iommu0.utilisation"] > 0.0);
     assert_eq!(m["fabric.socket0.iommu1.utilisation"], 0.0, "every disk is on unit 0 by default");
+    // The aggregate is over the units that carry writes: an unused one does not halve it.
+    assert_eq!(m["fabric.utilisation"], m["fabric.socket0.iommu0.utilisation"]);
     let spread = go(NVME, &["platform.iommus_per_socket=2", "nvme.0.iommus=[0, 1]"]);
     let t = &spread.report.metrics;
     for k in 0..2 {
@@ -241,6 +243,12 @@ fn iommus_split_a_socket_into_paths() {
         assert!(u > 0.2 * u1 && u < 0.8 * u1, "unit {k}: {u} against {u1} on one path");
     }
     assert_eq!(spread.audit.ios_found, spread.audit.ios_owned);
+    let h = &spread.report.histograms;
+    assert_eq!(
+        h["fabric_wait"].count,
+        h["fabric.socket0.iommu0.wait"].count + h["fabric.socket0.iommu1.wait"].count,
+        "fabric_wait is every unit's"
+    );
     let doubled = go(NVME, &["platform.iommus_per_socket=2", "nvme.0.iommus=[0, 1]", "fabric.msi_write=650ns", "fabric.dma_write=80ns"]);
     let d = &doubled.report.metrics;
     for k in 0..2 {
