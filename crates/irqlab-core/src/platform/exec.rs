@@ -216,7 +216,7 @@ impl<P: Parts> Machine<P> {
                 I::Entry => ("hardirq", "irq entry".into(), None),
                 I::Handler => {
                     let s = &self.srcs[src as usize];
-                    let name = s.handler_name.clone().unwrap_or_else(|| format!("{} handler", s.name));
+                    let name = s.handler_name.clone().unwrap_or_else(|| format!("{} handler", self.source_name(src)));
                     ("hardirq", name, Some(f.flow))
                 }
                 I::Exit => ("hardirq", "irq exit".into(), None),

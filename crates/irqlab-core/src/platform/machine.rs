@@ -295,11 +295,18 @@ impl<P: Parts> Machine<P> {
             let track = tracer.track(&format!("{} msi", s.name), None);
             msi_tracks.push(track);
             for i in 0..s.count {
-                let name = if s.count > 1 { format!("{}.{i}", s.name) } else { s.name.clone() };
                 let (cpu, vm, _) = pcpu(&s.vm, s.cpus[i as usize % s.cpus.len()]);
                 let prio = if s.nmi { Prio::Nmi } else { Prio::Normal };
-                let mut src = Source::new(name.clone(), g as u32, cpu, s.handler.ps(), prio, irq_entry, irq_exit, 0);
-                src.rng = stream_of(seed, &["source/", &name]);
+                // Instances are named "NAME.i" when a trace asks (`source_name`); their
+                // streams hash the same bytes, unbuilt.
+                let name = if s.count > 1 { String::new() } else { s.name.clone() };
+                let mut src = Source::new(name, g as u32, cpu, s.handler.ps(), prio, irq_entry, irq_exit, 0);
+                src.rng = if s.count > 1 {
+                    src.instance = i;
+                    stream_of(seed, &["source/", &s.name, ".", itoa::Buffer::new().format(i)])
+                } else {
+                    stream_of(seed, &["source/", &s.name])
+                };
                 src.mean_gap_s = if s.rate.0 > 0.0 { 1.0 / s.rate.0 } else { f64::INFINITY };
                 src.periodic = s.arrival == Arrival::Periodic;
                 src.stop = s.stop.map(|t| t.ps()).unwrap_or(NEVER);
@@ -442,6 +449,17 @@ impl<P: Parts> Machine<P> {
         v.gsim = gsim;
         v.msi = true;
         i
+    }
+
+    /// Source `i`'s name: its own, or "GROUP.INSTANCE" for an instance of a
+    /// `[[source]]` with `count` > 1 (built here, for the trace only).
+    pub fn source_name(&self, i: u32) -> std::borrow::Cow<'_, str> {
+        let s = &self.srcs[i as usize];
+        if s.name.is_empty() {
+            format!("{}.{}", self.src_groups[s.group as usize], s.instance).into()
+        } else {
+            s.name.as_str().into()
+        }
     }
 
     /// A group of sources: one MSI track in the trace, one `source.NAME` line in the report.

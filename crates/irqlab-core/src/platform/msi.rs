@@ -34,7 +34,8 @@ impl<P: Parts> Machine<P> {
         let flow = self.audit.writes;
         if self.tracer.on() {
             let track = self.msi_tracks[src.group as usize];
-            self.tracer.instant(now, track, "msi", &src.name, Some(flow));
+            let name = self.source_name(i).into_owned();
+            self.tracer.instant(now, track, "msi", &name, Some(flow));
             if let Some(t) = self.backlog_track {
                 // A machine with DMA paths sends its MSIs there, not through the fabric.
                 let ahead = match self.paths.get(sk as usize) {
