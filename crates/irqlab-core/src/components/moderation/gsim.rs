@@ -219,17 +219,22 @@ impl Component for GlobalModeration {
             update_ns: g.update_ms as u64 * 1_000_000,
             scale: g.scale as u64,
         };
+        // A change writes only what it names (a procfs write of one parameter);
+        // the rest stay as the change before left them (a review: the boot
+        // values came back, undoing an earlier change).
+        let mut now_in_force = p;
         let changes = g
             .change
             .iter()
             .map(|c| {
-                let q = Params {
-                    delay_ns: c.delay_us.map(|d| d as u64 * 1000).unwrap_or(p.delay_ns),
-                    target_intr_rate: c.target_intr_rate.map(|r| r.0 as u64).unwrap_or(p.target_intr_rate),
-                    hardirq_percent: c.hardirq_percent.map(|h| h as u64).unwrap_or(p.hardirq_percent),
-                    ..p
+                let was = now_in_force;
+                now_in_force = Params {
+                    delay_ns: c.delay_us.map(|d| d as u64 * 1000).unwrap_or(was.delay_ns),
+                    target_intr_rate: c.target_intr_rate.map(|r| r.0 as u64).unwrap_or(was.target_intr_rate),
+                    hardirq_percent: c.hardirq_percent.map(|h| h as u64).unwrap_or(was.hardirq_percent),
+                    ..was
                 };
-                (c.at.ps(), q)
+                (c.at.ps(), now_in_force)
             })
             .collect();
         // Plain sources are moderated too (the patch moderates every eligible
@@ -402,8 +407,11 @@ fn run_law<P: Has<GlobalModeration>>(m: &mut Machine<P>, now: Ps, c: usize) {
     let period = g.p.update_ns * PS_PER_NS;
     // "CPUs that reported in the period": a CPU reports when its 16th-interrupt
     // check finds a period gone, so its reports are a little over a period
-    // apart; counting the last two periods sees every CPU that is reporting.
-    let active = g.cpus.iter().filter(|x| x.count > 0 && now - x.last_run <= 2 * period).count().max(1) as u64;
+    // apart; counting those that reported in the last two periods sees every
+    // CPU reporting at that pace, and this CPU, reporting now, counts whatever
+    // its own epoch (a review: one whose epoch was longer left itself out).
+    // An assumption: the brief does not say how the patch counts them.
+    let active = g.cpus.iter().enumerate().filter(|&(k, x)| k == c || (x.count > 0 && now - x.last_run <= 2 * period)).count() as u64;
     let st = &g.cpus[c];
     let e = Epoch {
         epoch_ns: (now - st.last_run) / PS_PER_NS,

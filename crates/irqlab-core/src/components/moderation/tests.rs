@@ -151,6 +151,19 @@ fn a_configuration_change_resets_mod_ns_to_delay_ns() {
     assert!(last > 30_000.0, "mod_ns after the change: {last}");
 }
 
+/// A change writes only what it names: a later one that sets another
+/// parameter keeps the earlier change's delay (the boot value came back).
+#[test]
+fn a_later_change_keeps_what_an_earlier_one_set() {
+    let text = format!(
+        "{NIC}\n[gsim]\ndelay_us = 100\n[[gsim.change]]\nat = \"10ms\"\ndelay_us = 20\n[[gsim.change]]\nat = \"15ms\"\nhardirq_percent = 0\n"
+    );
+    let out = go(&text, &["stats.series_interval=1ms"]);
+    let s = &out.report.series["gsim_mod_ns"];
+    let last = *s.v.last().expect("samples");
+    assert_eq!(last, 20_000.0, "fixed mode after both changes: {last} ns");
+}
+
 /// Replayed or synthetic plain sources are moderated too, and lose nothing once they stop.
 #[test]
 fn plain_sources_under_gsim_lose_nothing() {
