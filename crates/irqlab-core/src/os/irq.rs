@@ -268,8 +268,8 @@ impl<P: Parts> Machine<P> {
                 Work::Irq { .. } | Work::MaskAck { .. } => {} // nested: the outer irq_exit runs it
                 Work::Softirq if work > 0 => {
                     // __do_softirq() loops while work is pending: the interrupted run takes
-                    // it on, in one more pass (its PMR pair under pseudo-NMI; the kernel
-                    // restarts once for every IRQ that raised work during one pass).
+                    // it on, in one more pass (its PMR pair under pseudo-NMI, charged per IRQ
+                    // that raised work, where the kernel restarts once for all a pass saw).
                     let pass = if level == Level::Host { self.c.pmr_softirq } else { 0 };
                     self.cpus[c].top_mut().left += work + pass;
                     self.cpus[c].softirq_work[lv] = 0;
