@@ -417,7 +417,16 @@ proptest! {
         prop_assert!(a.fabric_peak <= 2, "fabric peak {}", a.fabric_peak);
         prop_assert!(a.path_peak <= 1, "path peak {}", a.path_peak);
         if d.nvme.is_some() {
-            prop_assert!(out.report.metrics["nvme.ssd.completed"] > 0.0, "no I/O completed:\n{}", text);
+            // Liveness, unless packet work saturates the CPUs the jobs share
+            // (drops, or NET_RX squeezed): job threads then get a turn only at
+            // a hand-over to ksoftirqd, or none under busy polling, which the
+            // model does not share with them (docs/m5, Left out). Found at
+            // 20,000 cases: 0 I/Os in 2.5 ms, 12 in 20 ms, on a 23 Gbit/s NIC
+            // whose softirq held CPU 0 at 95 %.
+            let m = &out.report.metrics;
+            let saturated = m.get("nic.eth.drop_share").is_some_and(|&x| x > 0.0)
+                || m.get("softnet.time_squeeze_per_s").is_some_and(|&x| x > 0.0);
+            prop_assert!(m["nvme.ssd.completed"] > 0.0 || saturated, "no I/O completed:\n{}", text);
         }
         for (k, v) in &out.report.metrics {
             prop_assert!(v.is_finite(), "{} = {}", k, v);
