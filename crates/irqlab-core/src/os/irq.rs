@@ -270,7 +270,7 @@ impl<P: Parts> Machine<P> {
                     // __do_softirq() loops while work is pending: the interrupted run takes
                     // it on, in one more pass (its PMR pair under pseudo-NMI, charged per IRQ
                     // that raised work, where the kernel restarts once for all a pass saw).
-                    let pass = if level == Level::Host { self.c.pmr_softirq } else { 0 };
+                    let pass = self.softirq_pass(level);
                     self.cpus[c].top_mut().left += work + pass;
                     self.cpus[c].softirq_work[lv] = 0;
                 }

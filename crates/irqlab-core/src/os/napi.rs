@@ -55,14 +55,25 @@ impl<P: Parts> Machine<P> {
     fn begin_softirqs(&mut self, s: &mut Scheduler<Ev>, c: usize, level: Level, pass: bool) -> bool {
         let now = s.now();
         let budget = self.c.netdev_budget;
+        let pass = if pass { self.softirq_pass(level) } else { 0 };
         let cpu = &mut self.cpus[c];
         let sn = &mut cpu.softnet[level as usize];
         (sn.left, sn.rx_since, sn.restarts, sn.do_since) = (budget, now, MAX_SOFTIRQ_RESTART, now);
         sn.pass_left = cpu.napi_list[level as usize].len();
-        if pass && level == Level::Host {
-            cpu.softirq_work[level as usize] += self.c.pmr_softirq; // 0 under DAIF
-        }
+        cpu.softirq_work[level as usize] += pass;
         self.run_softirqs(s, c, level)
+    }
+
+    /// What one `handle_softirqs` pass at `level` adds: its `local_irq_enable`/
+    /// `_disable` pair, PMR writes under pseudo-NMI (0 under DAIF, and for a
+    /// guest's softirqs: `cpu.masking` is the host's).
+    #[inline]
+    pub(crate) fn softirq_pass(&self, level: Level) -> Ps {
+        if level == Level::Host {
+            self.c.pmr_softirq
+        } else {
+            0
+        }
     }
 
     /// A poll round took `work` packets: whether this `__do_softirq` must stop
@@ -75,6 +86,7 @@ impl<P: Parts> Machine<P> {
     /// `__do_softirq` restarts while it has restarts and time left.
     fn softnet_spent(&mut self, c: usize, level: Level, work: u32, now: Ps) -> bool {
         let (budget, limit) = (self.c.netdev_budget, self.c.netdev_budget_time);
+        let pass = self.softirq_pass(level);
         let lv = level as usize;
         let cpu = &mut self.cpus[c];
         let sn = &mut cpu.softnet[lv];
@@ -100,9 +112,9 @@ impl<P: Parts> Machine<P> {
         let need_resched = level == Level::Host && !cpu.threads.is_empty();
         let restart = !need_resched && sn.restarts > 0 && now - sn.do_since < MAX_SOFTIRQ_TIME;
         (sn.left, sn.rx_since, sn.pass_left) = (budget, now, cpu.napi_list[lv].len());
-        if restart && level == Level::Host {
+        if restart {
             // NET_RX re-raised: `handle_softirqs` goes round again, one more pass.
-            cpu.softirq_work[lv] += self.c.pmr_softirq;
+            cpu.softirq_work[lv] += pass;
         }
         if restart || cpu.napi_list[lv].is_empty() {
             return false;
