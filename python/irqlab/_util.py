@@ -74,15 +74,71 @@ def refuse_input_outputs(**outputs: str | os.PathLike[str] | None) -> None:
             raise UserError(f"--{flag.replace('_', '-')} {path}: {why}")
 
 
+# The scenarios that ship with the package (`irqlab.SCENARIOS_DIR`; the clone's
+# `scenarios/` is a link to it).
+BUNDLED = Path(__file__).resolve().parent / "scenarios"
+
+
+def bundled_names() -> list[str]:
+    """Every bundled scenario as `DIR/STEM` (`examples/md1-queue`), sorted."""
+    return sorted(p.relative_to(BUNDLED).with_suffix("").as_posix() for p in BUNDLED.glob("*/*.toml"))
+
+
+def bundled_scenario(path: str | os.PathLike[str]) -> Path | None:
+    """The bundled scenario a relative path that does not exist names, if one does:
+    the README's `scenarios/examples/md1-queue.toml` typed outside the clone (or
+    after `pip install`), `examples/md1-queue`, or `md1-queue` when only one
+    bundled file has that stem."""
+    p = Path(path)
+    if p.is_absolute() or ".." in p.parts:
+        return None
+    parts = p.parts[1:] if p.parts[:1] == ("scenarios",) else p.parts
+    if not parts:
+        return None
+    rel = Path(*parts)
+    if rel.suffix != ".toml":
+        rel = rel.with_name(rel.name + ".toml")
+    if (BUNDLED / rel).is_file():
+        return BUNDLED / rel
+    if len(rel.parts) == 1:
+        found = sorted(BUNDLED.glob(f"*/{rel.name}"))
+        if len(found) == 1:
+            return found[0]
+    return None
+
+
+def _not_found(origin: str) -> UserError:
+    import difflib
+
+    if Path(origin).is_absolute() or ".." in Path(origin).parts:
+        return UserError(f"{origin}: no such file")
+    stem = Path(origin).with_suffix("").as_posix() if origin.endswith(".toml") else Path(origin).as_posix()
+    stem = stem.removeprefix("scenarios/")
+    names = bundled_names()
+    close = difflib.get_close_matches(stem, names, n=1, cutoff=0.6)
+    close += difflib.get_close_matches(Path(stem).name, [n.split("/")[1] for n in names], n=1, cutoff=0.6)
+    if close:
+        hint = close[0] if "/" in close[0] else next(n for n in names if n.endswith("/" + close[0]))
+        return UserError(f"{origin}: no such file, nor a bundled scenario of that name (did you mean {hint}?)")
+    return UserError(
+        f"{origin}: no such file, nor a bundled scenario of that name"
+        f" (bundled: DIR/NAME from {BUNDLED}, e.g. {names[0]})"
+    )
+
+
 def read_scenario(path: str | os.PathLike[str]) -> tuple[str, str]:
-    """Return (text, origin) of a scenario file, or raise UserError saying why not."""
+    """Return (text, origin) of a scenario file, or raise UserError saying why not.
+    A relative path that does not exist may name a bundled scenario
+    (`bundled_scenario`): then that file is read, and its path is the origin."""
     origin = str(path)
     p = Path(path)
+    if not p.exists() and (b := bundled_scenario(p)) is not None:
+        p, origin = b, str(b)
     note_input(p)
     try:
         return p.read_text(encoding="utf-8"), origin
     except FileNotFoundError:
-        raise UserError(f"{origin}: no such file") from None
+        raise _not_found(origin) from None
     except IsADirectoryError:
         raise UserError(f"{origin}: is a directory, expected a scenario file") from None
     except PermissionError:

@@ -39,7 +39,14 @@ app = typer.Typer(
 
 U64_MAX = 2**64 - 1
 
-ScenarioArg = Annotated[Path, typer.Argument(help="Scenario TOML file.", show_default=False, metavar="SCENARIO")]
+ScenarioArg = Annotated[
+    Path,
+    typer.Argument(
+        help="Scenario TOML file, or a bundled one by name (examples/md1-queue; scenarios/ in the package).",
+        show_default=False,
+        metavar="SCENARIO",
+    ),
+]
 SetOpt = Annotated[
     list[str] | None,
     typer.Option("--set", help="Override a scenario key: KEY.PATH=VALUE (repeatable).", metavar="KEY=VALUE"),
