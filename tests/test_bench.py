@@ -91,3 +91,18 @@ def test_a_peer_runs_beside_the_reference_and_its_ratio_is_reported(tmp_path):
     broken.write_text("import sys\nsys.exit('no simpy here')\n")
     assert_user_error(run_cli("bench", "--peer", f"{sys.executable} {broken}"), "--peer", "exit 1", "no simpy here")
     assert_user_error(run_cli("bench", "--peer", "x", "--scenario", fake), "without --scenario")
+
+
+def test_bench_counts_a_warm_up_scenario_over_the_whole_run(tmp_path):
+    """A scenario with a warm-up: its interrupts are counted over the run the
+    wall time covers, so interrupts and simulated seconds per wall-second agree
+    (they read 10x apart with a 90 % warm-up)."""
+    out = tmp_path / "b.json"
+    scen = irqlab.SCENARIOS_DIR / "examples" / "md1-queue.toml"
+    p = run_cli("bench", "--scenario", scen, "--set", "duration=100ms", "--set", "warmup=90ms", "--json", out)
+    assert_ok(p)
+    m = json.loads(out.read_text())["metrics"]
+    whole, _ = irqlab.run(scen, ["duration=100ms", "warmup=0s"])
+    assert m["interrupts"] == whole["metrics"]["interrupts"], "counted after the 90 ms warm-up only"
+    rate = m["interrupts"] / 0.1  # per simulated second
+    assert abs(m["interrupts_per_wall_s"] / (m["sim_s_per_wall_s"] * rate) - 1) < 1e-9, m

@@ -59,3 +59,13 @@ def test_every_bundled_name_resolves_to_its_file() -> None:
     assert bundled_scenario("reference") == BUNDLED / "bench" / "reference.toml"
     assert bundled_scenario("examples") is None
     assert bundled_scenario("scenarios") is None
+
+
+def test_the_bundled_trace_replays_by_name_outside_the_clone(tmp_path: Path) -> None:
+    for trace in ("scenarios/traces/virtio-disk.parquet", "traces/virtio-disk"):
+        p = run_cli("replay", trace, "--scenario", "examples/replay-disk", "--json", "-", cwd=tmp_path)
+        assert_ok(p)
+        assert json.loads(p.stdout)["metrics"]["interrupts"] > 0
+    assert_user_error(
+        run_cli("replay", "traces/none", "--scenario", "examples/replay-disk", cwd=tmp_path), "no such trace"
+    )

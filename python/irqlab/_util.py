@@ -89,6 +89,11 @@ def bundled_scenario(path: str | os.PathLike[str]) -> Path | None:
     the README's `scenarios/examples/md1-queue.toml` typed outside the clone (or
     after `pip install`), `examples/md1-queue`, or `md1-queue` when only one
     bundled file has that stem."""
+    return bundled_file(path, ".toml")
+
+
+def bundled_file(path: str | os.PathLike[str], suffix: str) -> Path | None:
+    """`bundled_scenario` for files with `suffix` (`.parquet`: the bundled traces)."""
     p = Path(path)
     if p.is_absolute() or ".." in p.parts:
         return None
@@ -96,8 +101,8 @@ def bundled_scenario(path: str | os.PathLike[str]) -> Path | None:
     if not parts:
         return None
     rel = Path(*parts)
-    if rel.suffix != ".toml":
-        rel = rel.with_name(rel.name + ".toml")
+    if rel.suffix != suffix:
+        rel = rel.with_name(rel.name + suffix)
     if (BUNDLED / rel).is_file():
         return BUNDLED / rel
     if len(rel.parts) == 1:

@@ -12,6 +12,7 @@ from rich.table import Table
 from .. import provenance
 from .._util import (
     UserError,
+    bundled_file,
     check_overrides,
     measured_keys,
     note_input,
@@ -213,7 +214,12 @@ def monitor(
 @app.command()
 @user_errors
 def replay(
-    trace: Annotated[Path, typer.Argument(help="Parquet trace from irqlab record.", show_default=False)],
+    trace: Annotated[
+        Path,
+        typer.Argument(
+            help="Parquet trace from irqlab record, or a bundled one by name (traces/virtio-disk).", show_default=False
+        ),
+    ],
     scenario: Annotated[
         Path, typer.Option("--scenario", help="Scenario whose replay sources take the arrivals.", show_default=False)
     ],
@@ -227,6 +233,8 @@ def replay(
     from ..host import replay as hrep
 
     text, origin = read_scenario(scenario)
+    if not trace.exists() and (bundled := bundled_file(trace, ".parquet")) is not None:
+        trace = bundled  # traces/virtio-disk, as the README names it, from any directory
     note_input(trace)
     overrides = set_from(set_from_) + check_overrides(set_)
     refuse_input_outputs(json=json_out)
