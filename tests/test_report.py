@@ -158,3 +158,14 @@ def test_log_axes_label_small_shares_and_short_ranges() -> None:
     shown = [t for t in ax.get_xticks() if lo <= t <= hi]
     assert len(shown) >= 2, shown
     assert human(155316.0, "ns/s") == "155,316 ns/s"
+
+
+def test_an_unknown_metric_counts_every_column_it_leaves_out():
+    from irqlab.sweep_report import _known
+
+    cols = [f"m{i}" for i in range(27)] + ["cpu0.user_share", "cpu1.user_share", "nvme.ssd.q3.depth"]
+    known = _known(cols)
+    assert known.startswith("m0, m1, ") and "m24" in known and "m25" not in known
+    assert known.endswith(" and 2 more and 3 per-CPU or per-instance (cpuN.*, ...)"), known
+    assert _known(["a", "cpu0.x"]) == "a and 1 per-CPU or per-instance (cpuN.*, ...)"
+    assert _known(["a", "b"]) == "a, b"

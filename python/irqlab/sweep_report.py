@@ -157,9 +157,15 @@ def pick_metrics(res: Results, wanted: Sequence[str] | None) -> list[str]:
 
 
 def _known(cols: Sequence[str], limit: int = 25) -> str:
+    """The aggregate columns (up to `limit`), and how many more there are of
+    them and of the per-CPU / per-instance ones left out."""
     agg = [c for c in cols if not _INSTANCE.search(c)] or list(cols)
     shown = ", ".join(agg[:limit]) or "(none)"
-    return shown + (f" and {len(agg) - limit} more" if len(agg) > limit else "")
+    more = len(agg) - limit if len(agg) > limit else 0
+    per = len(cols) - len(agg)
+    tail = [f"{more} more"] if more else []
+    tail += [f"{per} per-CPU or per-instance (cpuN.*, ...)"] if per else []
+    return shown + (" and " + " and ".join(tail) if tail else "")
 
 
 def column_unit(name: str) -> str:

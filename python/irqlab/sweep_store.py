@@ -514,6 +514,18 @@ def _read_schema(path: Path) -> pa.Schema:
         raise UserError(f"{path}: cannot read it as Parquet ({one_line(str(e))})") from None
 
 
+def unfinished_note(path: Path) -> str | None:
+    """One line for stderr when RESULTS is a NAME.parquet not written yet, whose
+    runs so far `results_source` reads from its parts: a killed sweep's partial
+    results must not pass for the whole sweep."""
+    if path.exists() or not is_single_file(path) or not sidecar(path).is_dir():
+        return None
+    return (
+        f"{path} is not written yet (its sweep is running, or was stopped): reading the runs that ended, "
+        f"in {sidecar(path)}; sweep again with --out {path} --resume to finish it"
+    )
+
+
 def results_source(path: Path) -> tuple[str, bool]:
     """What `irqlab query` reads for RESULTS: (a path or glob, whether it is a
     dataset of parts). A `NAME.parquet` whose sweep is still running (or was

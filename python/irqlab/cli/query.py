@@ -13,7 +13,7 @@ from rich.table import Table
 
 from .._util import UserError
 from . import app, user_errors
-from .render import fmt, out
+from .render import err, fmt, out
 
 FORMATS = ("table", "csv")
 
@@ -45,13 +45,15 @@ def query(
     """Run SQL (DuckDB) over a sweep's results: the table `results`."""
     import duckdb
 
-    from ..sweep_store import results_source
+    from ..sweep_store import results_source, unfinished_note
 
     if format_ not in FORMATS:
         raise UserError(f"--format {format_!r}: expected one of {', '.join(FORMATS)}")
     if not sql.strip():
         raise UserError("query: no SQL given; expected a statement such as 'select * from results'")
     source, dataset = results_source(results)
+    if (note := unfinished_note(results)) is not None:
+        err.print(f"note: {note}", markup=False, soft_wrap=True)
     con = duckdb.connect()
     try:
         try:

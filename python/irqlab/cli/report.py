@@ -9,7 +9,7 @@ import typer
 
 from .._util import write_all
 from . import app, output_dir, user_errors
-from .render import out
+from .render import err, out
 
 
 @app.command()
@@ -40,8 +40,11 @@ def report(
     of the other keys; with replications (or a seed axis), the mean and its
     95 % confidence band. Then a table of the same numbers."""
     from .. import sweep_report  # pyarrow and matplotlib: imported only by the command that needs them
+    from ..sweep_store import unfinished_note
 
     res = sweep_report.read(results)
+    if (note := unfinished_note(results)) is not None:
+        err.print(f"note: {note}", markup=False, soft_wrap=True)
     metrics = sweep_report.pick_metrics(res, metric)
     page = sweep_report.render(res, metrics)
     dest = out_dir / "index.html"

@@ -199,7 +199,8 @@ def validate(scenario: ScenarioArg, set_: SetOpt = None) -> None:
     prepare([scenario])
     n = len(scen.get("expect", []))
     v = len((scen.get("variants") or {}).get("run", []))
-    out.print(f"OK {origin}: scenario {scen.get('name')!r}, {n} expectation(s), {v} variant(s)", markup=False)
+    ok = f"OK {origin}: scenario {scen.get('name')!r}, {n} expectation(s), {v} variant(s)"
+    out.print(ok, markup=False, soft_wrap=True)  # one line, whatever the width: scripts grep it
 
 
 @app.command()
