@@ -429,6 +429,13 @@ def test_measured_cost_sets_a_scenario_parameter(tmp_path: Path) -> None:
         "task[0].per_op",
         "nothing is left for the body",
     )
+    # A --set of what the measurement sets (or of the body its whole pass replaces)
+    # would be overridden without a word: the pair is refused.
+    for s in ("task.0.body=100ns", "task.0.per_op=100ns"):
+        p = run_cli("run", fig, "--set", s, "--set-from", f"{m}:ns_per_call=task.0.body")
+        assert_user_error(p, f"--set {s}", "both set task.0.per_op", "expected one of them")
+    p = run_cli("run", fig, "--set", "task.0.work=1ns", "--set-from", f"{m}:ns_per_call=task.0.body", "--json", out)
+    assert_ok(p)
 
 
 def _children(pid: int) -> list[int]:

@@ -587,6 +587,23 @@ def _set_from_targets(specs: Sequence[str] | None) -> list[tuple[str, str, str]]
     return out
 
 
+def refuse_set_and_set_from(sets: Sequence[str] | None, specs: Sequence[str] | None) -> None:
+    """A --set of a key a --set-from also sets (or of `task.N.body` when the
+    measured whole pass sets `task.N.per_op`, which takes over from the body)
+    would be overridden without a word: refuse the pair."""
+    for spec in specs or []:
+        asked = spec.rpartition("=")[2].strip()
+        target = _set_from_targets([spec])[0][0]
+        for s in sets or []:
+            k = s.partition("=")[0].strip()
+            if k in (asked, target):
+                raise UserError(
+                    f"--set {s} and --set-from {spec} both set {target}"
+                    + (f" (the measured whole pass replaces {k})" if k != target else "")
+                    + ": expected one of them"
+                )
+
+
 def measured_keys(specs: Sequence[str] | None) -> dict[str, str]:
     """The keys `--set-from` sets, and where each value comes from (`FILE:METRIC`)."""
     return {key: f"{path}:{metric}" for key, metric, path in _set_from_targets(specs)}

@@ -19,6 +19,7 @@ from .._util import (
     progress,
     read_scenario,
     refuse_input_outputs,
+    refuse_set_and_set_from,
     set_from,
 )
 from ..result import document
@@ -236,6 +237,7 @@ def replay(
     if not trace.exists() and (bundled := bundled_file(trace, ".parquet")) is not None:
         trace = bundled  # traces/virtio-disk, as the README names it, from any directory
     note_input(trace)
+    refuse_set_and_set_from(set_, set_from_)
     overrides = set_from(set_from_) + check_overrides(set_)
     refuse_input_outputs(json=json_out)
     res, warnings = hrep.replay(trace, text, origin, overrides, check_seed(seed), force)

@@ -21,6 +21,7 @@ from .._util import (
     measured_keys,
     read_scenario,
     refuse_input_outputs,
+    refuse_set_and_set_from,
     same_file,
     set_from,
     staged_file,
@@ -114,6 +115,7 @@ def run(
     if json_out is not None and trace_out is not None and same_file(json_out, trace_out):
         raise UserError(f"--json {json_out} and --trace {trace_out} name the same file: expected two files")
     text, origin = read_scenario(scenario)
+    refuse_set_and_set_from(set_, set_from_)
     measured = set_from(set_from_)  # reads (and notes) the --set-from files
     refuse_input_outputs(json=json_out, trace=trace_out)
     sets = variant_overrides(scenario, variant) if variant is not None else []
