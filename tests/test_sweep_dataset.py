@@ -281,7 +281,12 @@ def test_replications_share_seeds_across_a_policy_parameter(small, tmp_path):
     assert "2 points x 3 replications" in p.stdout
     # A seed axis is the base seed of its points' replications.
     out2 = tmp_path / "s.parquet"
-    assert_ok(run_cli("sweep", small, "--grid", "seed=7,8", "--replications", "2", "--out", out2))
+    p = run_cli("sweep", small, "--grid", "seed=7,8", "--replications", "2", "--out", out2)
+    assert_ok(p)
+    # The summary names each point by its base seed (the rows' seeds are mixed per replication).
+    lines = [ln.split() for ln in p.stdout.splitlines()]
+    assert lines[1][:2] == ["seed", "n"], p.stdout
+    assert [ln[:2] for ln in lines[3:5]] == [["7", "2"], ["8", "2"]], p.stdout
     assert pq.read_table(out2).column("seed").to_pylist() == [
         7,
         sweeps.replication_seed(7, 1),

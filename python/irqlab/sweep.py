@@ -474,11 +474,14 @@ def mean_ci(values: Sequence[float], level: float = 0.95) -> tuple[float, float 
     return mean, t_quantile(0.5 + level / 2.0, n - 1) * statistics.stdev(values) / math.sqrt(n)
 
 
-def summarize(table: pa.Table, keys: Sequence[str], metrics: Sequence[str]) -> list[dict[str, Any]]:
+def summarize(
+    table: pa.Table, keys: Sequence[str], metrics: Sequence[str], seed_axis: bool = False
+) -> list[dict[str, Any]]:
     """Per grid point (in grid order): its coordinates, the number of
     replications `n`, and for each metric `(mean, 95 % CI half-width)` over the
-    replications."""
-    cols = {c: table.column(c).to_pylist() for c in [*keys, "point", *metrics]}
+    replications. With a seed axis, its value is the point's `seed`: the seed
+    replication 0 ran (`replication_seed(base, 0)` is the base)."""
+    cols = {c: table.column(c).to_pylist() for c in [*keys, "point", "seed", "replication", *metrics]}
     groups: dict[int, list[int]] = {}
     for i, p in enumerate(cols["point"]):
         groups.setdefault(p, []).append(i)
@@ -486,6 +489,9 @@ def summarize(table: pa.Table, keys: Sequence[str], metrics: Sequence[str]) -> l
     for p in sorted(groups):
         rows = groups[p]
         entry: dict[str, Any] = {k: cols[k][rows[0]] for k in keys}
+        if seed_axis:
+            first = [i for i in rows if cols["replication"][i] == 0]
+            entry["seed"] = cols["seed"][first[0]] if first else None
         entry["n"] = len(rows)
         for m in metrics:
             vals = [cols[m][i] for i in rows if cols[m][i] is not None]

@@ -395,22 +395,26 @@ def table_lines(
     right: Sequence[bool],
     width: int,
     rule: str = "─",
+    lead: int = 1,
 ) -> list[str]:
     """A table of `rows` (strings) under `headers`; wider than `width`, it is
-    wrapped into groups of columns, each starting with the first column.
-    Nothing is cut: a single column wider than `width` stays as wide as it is."""
+    wrapped into groups of columns, each starting with the first `lead` columns
+    (what names a row: a sweep's grid keys). Nothing is cut: a single column
+    wider than `width` stays as wide as it is."""
     n = len(headers)
+    lead = max(1, min(lead, n))
     w = [len(h) for h in headers]
     for r in rows:
         for i, c in enumerate(r):
             if len(c) > w[i]:
                 w[i] = len(c)
     groups: list[list[int]] = []
-    cur, used = [0], len(INDENT) + w[0]
-    for i in range(1, n):
-        if used + len(GAP) + w[i] > width and len(cur) > 1:
+    start = len(INDENT) + sum(w[:lead]) + len(GAP) * (lead - 1)
+    cur, used = list(range(lead)), start
+    for i in range(lead, n):
+        if used + len(GAP) + w[i] > width and len(cur) > lead:
             groups.append(cur)
-            cur, used = [0], len(INDENT) + w[0]
+            cur, used = list(range(lead)), start
         cur.append(i)
         used += len(GAP) + w[i]
     groups.append(cur)

@@ -149,21 +149,26 @@ def _summary(plan: Sweep, table: pa.Table, origin: str, out_file: Path | None, b
     def cell(m: str, v: Any) -> str:
         return summary.human(v, column_unit(m)) if m in timed and v is not None else fmt(v)
 
+    seed_axis = any(k == "seed" for k, _ in plan.axes)
     if plan.replications == 1:
         headers = [*keys, "seed", *shown]
         cols = {c: table.column(c).to_pylist() for c in headers}
         rows = [[cell(c, cols[c][i]) for c in headers] for i in range(table.num_rows)]
     else:
         # Mean and 95 % confidence interval (Student t) over each point's replications.
-        headers = [*keys, "n"]
+        # A seed axis is a key here: each of its values is a point's base seed.
+        ids = [*keys, "seed"] if seed_axis else list(keys)
+        headers = [*ids, "n"]
         for m in shown:
             headers += [f"{m} mean", f"{m} ±95% CI"]
-        for entry in sweeps.summarize(table, keys, shown):
-            cells = [fmt(entry[k]) for k in keys] + [fmt(entry["n"])]
+        for entry in sweeps.summarize(table, keys, shown, seed_axis):
+            cells = [fmt(entry[k]) for k in ids] + [fmt(entry["n"])]
             for m in shown:
                 mean, half = entry[m]
                 cells += [cell(m, mean), "-" if half is None else "±" + cell(m, half)]
             rows.append(cells)
-    right = [h not in keys for h in headers]
-    lines = summary.table_lines(title, headers, rows, right, out.width)
+    right = [h not in keys and h != "seed" for h in headers]
+    # Each wrapped group repeats every column that names a row: the grid keys and the seed.
+    lead = len(keys) + 1 if plan.replications == 1 or seed_axis else len(keys)
+    lines = summary.table_lines(title, headers, rows, right, out.width, lead=lead)
     out.file.write("\n".join(lines) + "\n")
