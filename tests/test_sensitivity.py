@@ -5,6 +5,7 @@ tornado plots `irqlab reproduce` draws for the M5 figures."""
 from __future__ import annotations
 
 import json
+import re
 from pathlib import Path
 from typing import Any
 
@@ -205,6 +206,13 @@ def test_the_table_names_each_parameter_and_change() -> None:
     assert_ok(p)
     assert "nvme.0.per_cqe" in p.stdout and "600 ns" in p.stdout and "interrupts_per_s" in p.stdout
     assert "%" in p.stdout and p.stderr == ""
+    # Values in their units, as `run` shows them: a rate as 1.23 M/s, a latency as 4.56 ms.
+    args = ["--param", "nvme.0.per_cqe", "--factor", "2", "--metric", "interrupts_per_s"]
+    args += ["--metric", "nvme.ssd.latency.p99"]
+    p = run_cli("sensitivity", NVME, *args, *SHORT)
+    assert_ok(p)
+    rows = [ln for ln in p.stdout.splitlines() if "interrupts_per_s" in ln or "latency.p99" in ln]
+    assert len(rows) == 4 and all(re.search(r"\d (k|M)/s\b|\d (µs|ms)\b", r) for r in rows), p.stdout
 
 
 def test_reproduce_draws_a_tornado_per_m5_figure(bundled_report) -> None:

@@ -24,9 +24,9 @@ from matplotlib.ticker import EngFormatter
 
 from . import _core
 from ._util import UserError, one_line
-from .cli.summary import unit_of
+from .cli.summary import column_unit, unit_of
 from .plotting import COLORS, axis_in, img, number, page, table
-from .sweep import BOOKKEEPING, HIST_STATS, mean_ci
+from .sweep import BOOKKEEPING, mean_ci
 from .sweep_store import MANIFEST, json_or_none, results_source
 
 #: A per-instance metric (`cpu3.interrupts_per_s`, `nic.vf2.rx_gbps`): not a headline.
@@ -166,15 +166,6 @@ def _known(cols: Sequence[str], limit: int = 25) -> str:
     tail = [f"{more} more"] if more else []
     tail += [f"{per} per-CPU or per-instance (cpuN.*, ...)"] if per else []
     return shown + (" and " + " and ".join(tail) if tail else "")
-
-
-def column_unit(name: str) -> str:
-    """A column's unit: a metric's from its name; a histogram statistic's is ns
-    (every histogram of the core is in ns)."""
-    u = unit_of(name)
-    if u == "" and any(name.endswith("." + s) for s in HIST_STATS):
-        return "ns"
-    return u
 
 
 # -- the x axis ---------------------------------------------------------------

@@ -78,6 +78,15 @@ def unit_of(name: str) -> str:
     return ""
 
 
+def column_unit(name: str) -> str:
+    """`unit_of`, and ns for a histogram statistic (`.p99`, `.mean`, `.min`, ...):
+    every histogram of the core is in ns. A histogram's `.count` is a count."""
+    u = unit_of(name)
+    if u == "" and any(name.endswith("." + s) for s in HIST_STATS if s != "count"):
+        return "ns"
+    return u
+
+
 def sig3(x: float, trim: bool = False) -> str:
     """`x` to 3 significant digits, never in exponent form; `trim`: without
     trailing zeros (60 rather than 60.0)."""

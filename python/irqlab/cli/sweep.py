@@ -126,7 +126,8 @@ def _summary(plan: Sweep, table: pa.Table, origin: str, out_file: Path | None, b
     import pyarrow as pa
 
     from .. import sweep as sweeps
-    from ..sweep_report import column_unit, headline
+    from ..sweep_report import headline
+    from .summary import column_unit
 
     keys = plan.keys
     floats = [f.name for f in table.schema if pa.types.is_floating(f.type) and f.name not in keys]
