@@ -195,3 +195,19 @@ def test_a_histogram_without_samples_shows_dashes_not_zero_ns() -> None:
     assert "5.00 ns" in "\n".join(lines)
     ascii_row = next(x for x in summary._hist_lines(hists, ["count", "mean"], 100, "u", "-") if "irq_latency" in x)
     assert ascii_row.split() == ["irq_latency", "0", "-"]
+
+
+def test_sweep_and_sensitivity_warn_of_short_runs_as_run_does():
+    md1 = irqlab.SCENARIOS_DIR / "examples" / "md1-queue.toml"
+    # md1-queue's warm-up is 10 ms: a 12 ms run measures 2 ms; grid points at 12 and 40 ms.
+    p = run_cli("sweep", md1, "--grid", "duration=12ms,40ms", "-q")
+    assert_ok(p)
+    (w,) = warnings(p)
+    assert w.startswith("warning: 1 of 2 grid points may not settle; the first: the measured window (2 ms)"), w
+    assert "at duration=12ms" in w
+    p = run_cli("sweep", md1, "--grid", "duration=30ms,40ms", "-q")
+    assert_ok(p)
+    assert warnings(p) == [], p.stderr
+    p = run_cli("sensitivity", md1, "--set", "duration=12ms", "--param", "source.0.handler")
+    assert_ok(p)
+    assert len(warnings(p)) == 1 and "measured window (2 ms)" in warnings(p)[0], p.stderr

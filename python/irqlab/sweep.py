@@ -25,6 +25,7 @@ import pyarrow.parquet as pq
 
 from . import _core
 from ._util import UserError, one_line
+from .cli.summary import short_window
 from .provenance import commit
 
 BACKENDS = ("local", "ray", "dask")
@@ -95,6 +96,8 @@ class Sweep:
     force: bool = False
     #: The scenario's `name` (as the first grid point resolves it).
     name: str = ""
+    #: Grid points too short to settle (`cli.summary.short_window`), one line each.
+    short: list[str] = field(default_factory=list)
 
     @property
     def keys(self) -> list[str]:
@@ -216,6 +219,8 @@ def plan(
             raise UserError(f"{one_line(str(e))} (grid point {where})") from None
         if index == 0:
             sweep.name = str(resolved.get("name", ""))
+        if (why := short_window(resolved)) is not None:
+            sweep.short.append(f"{why} at {where}" if where else why)
         canonical = json.dumps([resolved, coords.get("seed")], sort_keys=True)
         if canonical in same:
             raise UserError(f"grid points {same[canonical]} and {where} are the same scenario (a value given twice)")

@@ -14,8 +14,8 @@ from .. import _core
 from .._util import check_overrides, progress, read_scenario, refuse_input_outputs
 from ..provenance import commit
 from . import ForceOpt, JsonOpt, ScenarioArg, SeedOpt, SetOpt, app, check_seed, check_workers, user_errors
-from .render import fmt, out, to_stdout, write_json
-from .summary import column_unit, human
+from .render import err, fmt, out, to_stdout, write_json
+from .summary import column_unit, human, short_run
 
 ParamOpt = Annotated[
     list[str] | None,
@@ -88,6 +88,9 @@ def sensitivity(
     }
     if json_out is not None:
         write_json(json_out, doc)
+    # As `run` warns: judged on the base run, whose duration every scaled run shares.
+    if (short := short_run(base.result, scen)) is not None:
+        err.print(f"warning: {short}", markup=False, soft_wrap=True)
     if not to_stdout(json_out):
         out.print(_table(doc, json_out))
 

@@ -617,6 +617,19 @@ def headline_histogram(result: dict[str, Any]) -> str | None:
     return None
 
 
+def short_window(scenario: dict[str, Any]) -> str | None:
+    """`short_run`'s first rule, which needs no result (a sweep checks it per grid
+    point before running): the measured window is shorter than half the warm-up."""
+    warm = _scenario_ns(scenario, "warmup")
+    window = _scenario_ns(scenario, "duration") - warm
+    if warm > 0 and window < MIN_WINDOW_OF_WARMUP * warm:
+        return (
+            f"the measured window ({human_time(window, trim=True)}) is shorter than half the warm-up "
+            f"({human_time(warm, trim=True)})"
+        )
+    return None
+
+
 def short_run(result: dict[str, Any], scenario: dict[str, Any]) -> str | None:
     """Why a run with a warm-up was too short for it to settle, or None. Two
     rules: the measured window (duration - warmup) is shorter than half the
@@ -626,12 +639,8 @@ def short_run(result: dict[str, Any], scenario: dict[str, Any]) -> str | None:
     warm = _scenario_ns(scenario, "warmup")
     if warm <= 0:
         return None
-    window = _scenario_ns(scenario, "duration") - warm
-    if window < MIN_WINDOW_OF_WARMUP * warm:
-        return (
-            f"the measured window ({human_time(window, trim=True)}) is shorter than half the warm-up "
-            f"({human_time(warm, trim=True)}): the run may not have settled; lengthen duration"
-        )
+    if (why := short_window(scenario)) is not None:
+        return f"{why}: the run may not have settled; lengthen duration"
     h = headline_histogram(result)
     if h is not None:
         n = int(result.get("histograms", {}).get(h, {}).get("count") or 0)

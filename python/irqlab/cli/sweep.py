@@ -81,6 +81,12 @@ def sweep(
     overrides = check_overrides(set_)
     text, origin = read_scenario(scenario)
     plan = sweeps.plan(text, origin, axes, overrides, check_seed(seed), force, replications)
+    if plan.short:
+        # As `run` warns for one run: before the sweep, once, naming the first.
+        npoints = len(plan.points) // plan.replications
+        many = f"{len(plan.short)} of {npoints} grid points may not settle; the first: " if npoints > 1 else ""
+        warn = f"warning: {many}{plan.short[0]}: its runs may not settle; lengthen duration"
+        err.print(warn, markup=False, soft_wrap=True)
     store = Store(plan, out_file, resume)
     try:
         todo = [p for p in plan.points if p.key not in store.done]
