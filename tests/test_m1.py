@@ -3,6 +3,9 @@
 from __future__ import annotations
 
 import json
+import os
+import subprocess
+import sys
 from pathlib import Path
 from typing import Any
 
@@ -89,6 +92,17 @@ def test_whatif_tables(tmp_path: Path) -> None:
     out2 = tmp_path / "w2.json"
     assert_ok(run_cli(*args, "--json", out2))
     assert out.read_bytes() == out2.read_bytes()
+    # The tables, piped at 80 columns: wrapped, never cut, and each group of columns
+    # repeats what names a row (wedge, mechanism, SDEI dispatch).
+    env = {**os.environ, "CI": "true", "COLUMNS": "80"}
+    p = subprocess.run([sys.executable, "-m", "irqlab", *args], capture_output=True, text=True, env=env, check=False)
+    assert_ok(p)
+    lines = p.stdout.splitlines()
+    rows = [ln for ln in lines if ln.startswith("  ")]
+    assert max(map(len, rows)) <= 80 and "…" not in p.stdout, p.stdout
+    assert "latency us" in p.stdout and "steady-state cost" in p.stdout and "pseudo-nmi" in p.stdout
+    costs = [ln.split() for ln in lines if ln.strip().startswith("daif") and ln.rstrip().endswith("%")]
+    assert [c[:2] for c in costs][:2] == [["daif", "ipi"], ["daif", "pseudo-nmi"]], p.stdout
 
 
 def test_whatif_a_wedge_past_the_requesters_wait_is_never_reached_by_an_ipi(tmp_path: Path) -> None:

@@ -7,10 +7,9 @@ from pathlib import Path
 from typing import Annotated
 
 import typer
-from rich.table import Table
 
 from .._util import UserError
-from . import SeedOpt, app, check_seed, output_file, user_errors
+from . import SeedOpt, app, check_seed, output_file, summary, user_errors
 from .render import fmt, out, to_stdout, write_json
 
 
@@ -107,43 +106,51 @@ def whatif(
         write_json(json_out, doc)
     if to_stdout(json_out):
         return
-    t = Table(
-        title=f"pseudo-NMI throughput cost ({exceptions_per_s:,.0f} exceptions/s, {irqs:,.0f} irqs/s per CPU)",
-        title_justify="left",
-    )
-    for c in ("cpus", "DAIF ops/s", "pseudo-NMI ops/s", "throughput", "tax ns/exception"):
-        t.add_column(c, justify="right")
-    for r in tput:
-        t.add_row(
+    # Plain-text tables as `run` and `sweep` print them: wrapped into groups of
+    # columns at the terminal's width (80 when piped), each group repeating the
+    # columns that name a row, never cut.
+    headers = ["cpus", "DAIF ops/s", "pseudo-NMI ops/s", "throughput", "tax ns/exception"]
+    rows = [
+        [
             str(r["cpus"]),
             fmt(r["daif_ops_per_s"]),
             fmt(r["pmr_ops_per_s"]),
             f"{r['throughput_ratio']:.3f}",
             f"{r['tax_ns_per_exception']:.1f}",
-        )
-    out.print(t)
-    t = Table(title=f"reaching a CPU wedged for {wedge_ms:g} ms", title_justify="left")
-    for c in ("wedged by", "mechanism", "SDEI dispatch", "reached", "latency us", "steady-state cost"):
-        t.add_column(c, justify="left" if c in ("wedged by", "mechanism", "reached") else "right", no_wrap=True)
-    for r in reach:
-        disp = "" if r["sdei_dispatch_ns"] is None else f"{r['sdei_dispatch_ns'] / 1e3:g} us"
-        lat = "" if r["latency_us"] is None else f"{r['latency_us']:.2f}"
-        t.add_row(
+        ]
+        for r in tput
+    ]
+    title = f"pseudo-NMI throughput cost ({exceptions_per_s:,.0f} exceptions/s, {irqs:,.0f} irqs/s per CPU)"
+    _table(title, headers, rows, [True] * len(headers), 1)
+    headers = ["wedged by", "mechanism", "SDEI dispatch", "reached", "latency us", "steady-state cost"]
+    rows = [
+        [
             r["wedge"],
             r["mechanism"],
-            disp,
+            "" if r["sdei_dispatch_ns"] is None else f"{r['sdei_dispatch_ns'] / 1e3:g} us",
             "yes" if r["reached"] else "no",
-            lat,
+            "" if r["latency_us"] is None else f"{r['latency_us']:.2f}",
             f"{r['steady_state_throughput_cost']:.1%}",
-        )
-    out.print(t)
-    t = Table(
-        title="stopping it (smp_send_stop: an IPI for up to 1 s, then on a pseudo-NMI kernel a pseudo-NMI for 10 ms)",
-        title_justify="left",
-    )
-    for c in ("kernel", "wedged by", "stopped", "latency us", "by"):
-        t.add_column(c, justify="right" if c == "latency us" else "left", no_wrap=True)
-    for r in stop:
-        lat = "" if r["latency_us"] is None else f"{r['latency_us']:.2f}"
-        t.add_row(r["kernel"], r["wedge"], "yes" if r["stopped"] else "no", lat, r["by"] or "")
-    out.print(t)
+        ]
+        for r in reach
+    ]
+    right = [c not in ("wedged by", "mechanism", "reached") for c in headers]
+    _table(f"reaching a CPU wedged for {wedge_ms:g} ms", headers, rows, right, 3)
+    headers = ["kernel", "wedged by", "stopped", "latency us", "by"]
+    rows = [
+        [
+            r["kernel"],
+            r["wedge"],
+            "yes" if r["stopped"] else "no",
+            "" if r["latency_us"] is None else f"{r['latency_us']:.2f}",
+            r["by"] or "",
+        ]
+        for r in stop
+    ]
+    title = "stopping it (smp_send_stop: an IPI for up to 1 s, then on a pseudo-NMI kernel a pseudo-NMI for 10 ms)"
+    _table(title, headers, rows, [c == "latency us" for c in headers], 2)
+
+
+def _table(title: str, headers: list[str], rows: list[list[str]], right: list[bool], lead: int) -> None:
+    lines = summary.table_lines(title, headers, rows, right, out.width, lead=lead)
+    out.file.write("\n".join(lines) + "\n\n")
