@@ -321,7 +321,11 @@ def test_query_runs_sql_over_the_results(small, tmp_path):
     assert_ok(run_cli("sweep", small, *FAST, "--out", out))
     p = run_cli("query", "select count(*) as n from results", out)
     assert_ok(p)
-    assert " 6 " in p.stdout
+    assert p.stdout.split() == ["n", "─", "6"], p.stdout
+    # A seed is shown whole, to be pasted into --seed (it was cut with separators at 80 columns).
+    p = run_cli("query", "select 16860738450190168606::ubigint as seed, 1234567 as n from results limit 1", out)
+    assert_ok(p)
+    assert p.stdout.split()[-2:] == ["16860738450190168606", "1,234,567"], p.stdout
     p = run_cli(
         "query", 'select "platform.cpus", count(*) as n from results group by 1 order by 1', out, "--format", "csv"
     )
@@ -338,7 +342,7 @@ def test_query_runs_sql_over_the_results(small, tmp_path):
     assert_user_error(run_cli("query", "  ", out), "no SQL given")
     p = run_cli("query", "select timestamptz '2026-01-02 03:04:05+00' as t, count(*) as n from results", out)
     assert_ok(p)
-    assert "2026-01-02 03:04:05" in p.stdout and " 6 " in p.stdout
+    assert "2026-01-02 03:04:05" in p.stdout and p.stdout.split()[-1] == "6", p.stdout
 
 
 def _patched_run(monkeypatch, behaviour):

@@ -9,10 +9,9 @@ from pathlib import Path
 from typing import Annotated, Any
 
 import typer
-from rich.table import Table
 
 from .._util import UserError
-from . import app, user_errors
+from . import app, summary, user_errors
 from .render import err, fmt, out
 
 FORMATS = ("table", "csv")
@@ -79,13 +78,16 @@ def query(
         w.writerows([_csv(v) for v in row] for row in rows)
         sys.stdout.flush()
         return
-    t = Table()
-    for i, n in enumerate(names):
-        numeric = any(isinstance(row[i], (int, float, Decimal)) and not isinstance(row[i], bool) for row in rows)
-        t.add_column(n, justify="right" if numeric else "left")
-    for row in rows:
-        t.add_row(*(fmt(v) for v in row))
-    out.print(t)
+    # Plain-text columns as `sweep` prints them: wrapped into groups at the
+    # terminal's width, never cut; a seed whole, to be pasted into --seed.
+    right = [
+        any(isinstance(row[i], (int, float, Decimal)) and not isinstance(row[i], bool) for row in rows)
+        for i in range(len(names))
+    ]
+    whole = [n == "seed" or n.endswith("_seed") for n in names]
+    cells = [[str(v) if whole[i] and v is not None else fmt(v) for i, v in enumerate(row)] for row in rows]
+    lines = summary.table_lines(None, names, cells, right, out.width)
+    out.file.write("\n".join(lines) + "\n")
 
 
 def _rows(cur: Any) -> list[tuple[Any, ...]]:
