@@ -69,3 +69,15 @@ def test_the_bundled_trace_replays_by_name_outside_the_clone(tmp_path: Path) -> 
     assert_user_error(
         run_cli("replay", "traces/none", "--scenario", "examples/replay-disk", cwd=tmp_path), "no such trace"
     )
+
+
+def test_replay_prints_as_run_does(tmp_path: Path) -> None:
+    """Human units, and the `*` its footnote explains on what rests on a zero-default cost
+    (replay printed raw numbers and a footnote nothing in its table referred to)."""
+    p = run_cli("replay", "traces/virtio-disk", "--scenario", "examples/replay-disk", cwd=tmp_path)
+    assert_ok(p)
+    assert p.stdout.splitlines()[2].startswith("summary: "), p.stdout
+    assert "interrupts_per_s" in p.stdout and " k/s " in p.stdout
+    # replay-disk leaves fabric.msi_write at 0: the latency rests on it, and is marked.
+    assert p.stderr.startswith("* depends on a cost left at its zero default: fabric.msi_write"), p.stderr
+    assert any(ln.rstrip().endswith(" *") for ln in p.stdout.splitlines()), p.stdout

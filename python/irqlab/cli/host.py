@@ -23,8 +23,8 @@ from .._util import (
     set_from,
 )
 from ..result import document
-from . import ForceOpt, JsonOpt, SeedOpt, SetFromOpt, SetOpt, app, check_seed, output_file, user_errors
-from .render import emit, err, out, print_result, to_stdout, write_json
+from . import ForceOpt, JsonOpt, SeedOpt, SetFromOpt, SetOpt, app, check_seed, output_file, summary, user_errors
+from .render import err, out, print_result, to_stdout, write_json
 
 
 @app.command()
@@ -247,4 +247,8 @@ def replay(
     res["provenance"] = provenance.build(
         text, origin, overrides, measured_keys(set_from_), [*res["metrics"], *res["histograms"]]
     )
-    emit(res, json_out)
+    # As `run` shows a result: human units, headline first, `*` on what rests on a zero default.
+    if json_out is not None:
+        write_json(json_out, res)
+    if not to_stdout(json_out):
+        summary.print_summary(res)

@@ -42,7 +42,7 @@ from . import (
     summary,
     user_errors,
 )
-from .render import dump, err, note_flagged, out, print_header, to_stdout
+from .render import dump, err, out, to_stdout
 
 
 class Format(StrEnum):
@@ -177,12 +177,7 @@ def _run_and_show(
     elif fmt is Format.csv:
         sys.stdout.write(summary.to_csv(result))
     else:
-        print_header(result, variant)
-        detail = "all" if all_ else "per-cpu" if per_cpu else "summary"
-        unicode = (out.encoding or "").lower().startswith("utf")
-        out.file.write(summary.render(result, out.width, detail, unicode))
-        out.file.flush()
-        note_flagged(result["provenance"])
+        summary.print_summary(result, variant, "all" if all_ else "per-cpu" if per_cpu else "summary")
 
 
 @app.command()

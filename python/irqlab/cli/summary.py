@@ -27,7 +27,7 @@ from typing import Any
 
 from .._util import time_ns
 from ..reproduce import lookup
-from .render import fmt
+from .render import fmt, note_flagged, out, print_header
 
 INDENT = "  "
 GAP = "  "
@@ -650,3 +650,14 @@ def short_run(result: dict[str, Any], scenario: dict[str, Any]) -> str | None:
                 f"{MIN_COMPLETIONS}): too few for its figures to settle; lengthen duration"
             )
     return None
+
+
+def print_summary(result: dict[str, Any], variant: str | None = None, detail: str = "summary") -> None:
+    """What `run` prints of a result (and `replay`, whose result has the same
+    shape): its header, `render`'s tables at the terminal's width, and the
+    footnote for the metrics marked `*`."""
+    print_header(result, variant)
+    unicode = (out.encoding or "").lower().startswith("utf")
+    out.file.write(render(result, out.width, detail, unicode))
+    out.file.flush()
+    note_flagged(result.get("provenance") or {})
