@@ -44,9 +44,16 @@ def figure_plot(row: dict[str, Any]) -> str:
     unit = row["unit"] or ""
     scale = axis_in(ax, unit, "x", [pub, sim])
     band = tol * abs(pub) if pub != 0 else tol
-    ax.axvspan((pub - band) * scale, (pub + band) * scale, color="#cde4f7", label=f"tolerance ±{tol:.0%}")
-    ax.barh([1], [pub * scale], color="#1f77b4", height=0.6)
-    ax.text(pub * scale, 1, " " + value_text(pub, unit), va="center", fontsize=7)
+    ax.axvspan((pub - band) * scale, (pub + band) * scale, color="#cde4f7")
+    if tol >= LOOSE and pub > 0 and math.isfinite(pub):
+        # A published range or bound (as the table shows it): the band, not a bar at its middle.
+        lo, hi = pub - band, pub + band
+        text = f"≤ {value_text(hi, unit)}" if lo <= 0 else f"{value_text(lo, unit)} \u2013 {value_text(hi, unit)}"
+        ax.barh([1], [(hi - max(lo, 0.0)) * scale], left=max(lo, 0.0) * scale, color="#1f77b4", height=0.2)
+        ax.text(hi * scale, 1, " " + text, va="center", fontsize=7)
+    else:
+        ax.barh([1], [pub * scale], color="#1f77b4", height=0.6)
+        ax.text(pub * scale, 1, " " + value_text(pub, unit), va="center", fontsize=7)
     if sim is not None:
         ax.barh([0], [sim * scale], color="#2ca02c" if row["within_tolerance"] else "#d62728", height=0.6)
         ax.text(sim * scale, 0, " " + value_text(sim, unit), va="center", fontsize=7)
@@ -56,8 +63,8 @@ def figure_plot(row: dict[str, Any]) -> str:
     ax.set_xlabel("ratio" if row.get("relative_to") is not None else "" if timed else unit or "value")
     ax.xaxis.set_major_locator(MaxNLocator(6))
     ax.margins(x=0.25)
-    ax.legend(loc="lower right", fontsize=7, frameon=False)
-    ax.set_title(f"{row['name']} ({row['kind']})", fontsize=9)
+    # The band's meaning in the title: a legend sat on the bars' value labels.
+    ax.set_title(f"{row['name']} ({row['kind']}; shaded: tolerance ±{100 * tol:.3g}%)", fontsize=9)
     verdict_text = "within tolerance" if row["within_tolerance"] else "outside tolerance"
     return img(
         fig,
@@ -102,7 +109,7 @@ def _kind(r: dict[str, Any]) -> str:
     return f'<span class="kind {escape(str(r["kind"]))}">{escape(k)}</span>'
 
 
-def figure_table(rows: Sequence[dict[str, Any]], traces: dict[str, str]) -> str:
+def figure_table(rows: Sequence[dict[str, Any]], traces: dict[str, tuple[str, str]]) -> str:
     """Every figure: its kind, where it comes from, published and simulated in
     their unit, the error against the tolerance and the status."""
     heads = ["figure", "kind", "scenario", "metric", "published", "simulated", "error", "tolerance", "status"]
@@ -115,9 +122,12 @@ def figure_table(rows: Sequence[dict[str, Any]], traces: dict[str, str]) -> str:
         tol = f"{r['tolerance']:.2%}" if r["published"] != 0 else number(r["tolerance"], r["unit"])
         scen = escape(r["scenario"])
         if r["scenario"] in traces:
-            # The trace is of the file's base run: a row read from a variant says so.
-            label = "trace" if not r["overrides"] and r.get("relative_to") is None else "base run's trace"
-            scen += f' <a href="{escape(traces[r["scenario"]])}" title="Perfetto trace of its base run">{label}</a>'
+            # One run per file is traced (the file as is, else its first run): a
+            # row read from another run says whose trace it links to.
+            file, traced = traces[r["scenario"]]
+            own = r["scenario"] + (f" [{', '.join(r['overrides'])}]" if r["overrides"] else "")
+            label = "trace" if own == traced else "trace of another run"
+            scen += f' <a href="{escape(file)}" title="Perfetto trace of {escape(traced)}">{label}</a>'
         if r["overrides"]:
             scen += f'<br><span class="note">{escape(", ".join(r["overrides"]))}</span>'
         name = escape(r["name"])
@@ -167,7 +177,13 @@ def series_plot(stem: str, runs: Sequence[FigureRun]) -> str | None:
     fig = Figure(figsize=(7.5, 1.7 * len(names) + 0.9))
     axes = fig.subplots(len(names), 1, sharex=True, squeeze=False)[:, 0]
     for ax, name in zip(axes, names):
-        scale = axis_in(ax, unit_of(name), values=[v for r in runs for v in (_series(r, name) or ([], []))[1]])
+        values = [v for r in runs for v in (_series(r, name) or ([], []))[1]]
+        scale = axis_in(ax, unit_of(name), values=values)
+        if unit_of(name) == "fraction":
+            # A share lies in 0-100 %: autoscaled around a constant 100 % it read 95-105 %.
+            top = max((float(v) for v in values if isinstance(v, (int, float)) and math.isfinite(v)), default=0.0)
+            # (A hair above 100 %, so that a line at 100 % is not hidden under the frame.)
+            ax.set_ylim(0.0, 1.02 if top <= 0 or top * 1.15 > 1.0 else top * 1.15)
         for i, r in enumerate(runs):
             tv = _series(r, name)
             if tv:
@@ -498,7 +514,7 @@ def render(
         )
     else:
         out.append("<h2>Figures</h2>")
-        out.append(figure_table(rows, {t["figure"]: t["file"] for t in traces}))
+        out.append(figure_table(rows, {t["figure"]: (t["file"], t["run"]) for t in traces}))
         out.append('<h2>Published vs simulated</h2><div class="plots">')
         out.append(error_overview(rows))
         out.extend(figure_plot(r) for r in rows)

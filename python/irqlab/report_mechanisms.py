@@ -15,7 +15,7 @@ from typing import Any
 from matplotlib.figure import Figure
 from matplotlib.ticker import EngFormatter, PercentFormatter
 
-from .cli.summary import unit_of
+from .cli.summary import human_time, measured_ns, unit_of
 from .plotting import COLORS, axis_in, img, number, table, value_text
 from .reproduce import FigureRun
 
@@ -196,6 +196,10 @@ def gsim_targets(runs: Sequence[FigureRun]) -> list[dict[str, Any]]:
                 "points": pts,
                 "base": _metric(base, metric) if base is not None else None,
                 "base_p99": _p99_of(base.result or {}, metric) if base is not None else None,
+                # The p99s are read in these windows, which a figure may keep
+                # shorter than its tails take to settle (its p99 rows run longer).
+                "window_ns": measured_ns(fam[0][1].scenario),
+                "base_window_ns": measured_ns(base.scenario) if base is not None else None,
             }
         )
     return out
@@ -246,13 +250,16 @@ def gsim_target_plot(entry: dict[str, Any]) -> str:
     ax.legend(fontsize=7)
     if has_p99:
         ax = axes[2]
+        window = human_time(entry["window_ns"], trim=True)
         ax.plot(xs, [None if p["p99"] is None else p["p99"] * 1e-9 for p in pts], "o-", color=COLORS[4], label="p99")
         if entry["base_p99"] is not None:
-            ax.axhline(entry["base_p99"] * 1e-9, color="#888", linestyle="--", linewidth=1, label="without GSIM")
+            base_window = human_time(entry["base_window_ns"], trim=True)
+            label = f"without GSIM ({base_window} window)"
+            ax.axhline(entry["base_p99"] * 1e-9, color="#888", linestyle="--", linewidth=1, label=label)
         ax.yaxis.set_major_formatter(EngFormatter(unit="s"))
         ax.set_ylim(bottom=0)
         ax.set_ylabel("completion latency, p99")
-        ax.set_title("latency", fontsize=9)
+        ax.set_title(f"latency, p99 in a {window} window (see note)", fontsize=9)
         ax.legend(fontsize=7)
     for a in axes:
         a.xaxis.set_major_formatter(EngFormatter(unit="/s"))
@@ -350,7 +357,11 @@ def mechanism_section(runs: Sequence[FigureRun]) -> list[str]:
         out.append(
             '<p class="note">The figure\'s runs that differ only in <code>gsim.target_intr_rate</code>: '
             "throughput (crosses: the published values), interrupts per second (all, and per interrupt source; "
-            "dotted: the target itself) and the p99 completion latency. Dashed: the file as is, without GSIM.</p>"
+            "dotted: the target itself) and the p99 completion latency. Dashed: the file as is, without GSIM. "
+            f"The p99s are read in each run's measured window ({human_time(g['window_ns'], trim=True)}): "
+            "a figure keeps it as short as its throughput needs, and a tail may take longer to settle "
+            "(the figure's own p99 rows, in the Figures table, run longer for that), so compare them "
+            "with each other, not with the published p99s.</p>"
         )
         out.append(f'<div class="plots">{gsim_target_plot(g)}</div>')
         unit = unit_of(g["metric"])
@@ -366,7 +377,13 @@ def mechanism_section(runs: Sequence[FigureRun]) -> list[str]:
         ]
         out.append(
             table(
-                ["target", escape(g["metric"]), "published", "interrupts (devices and GSIM's timer)", "p99 latency"],
+                [
+                    "target",
+                    escape(g["metric"]),
+                    "published",
+                    "interrupts (devices and GSIM's timer)",
+                    f"p99 latency ({human_time(g['window_ns'], trim=True)} window)",
+                ],
                 rows,
             )
         )

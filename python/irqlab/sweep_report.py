@@ -340,7 +340,9 @@ def render(res: Results, metrics: Sequence[str]) -> str:
         body.append(
             '<p class="note">Each point is the mean over the runs of one configuration (its replications and '
             "seeds); the band and the &plusmn; are the 95 % confidence interval of that mean (Student t, "
-            "n &minus; 1 degrees of freedom).</p>"
+            "n &minus; 1 degrees of freedom). A latency percentile is read from an HDR histogram that keeps 3 "
+            "significant digits, so runs whose values fall in one bucket give the same percentile, and few "
+            "replications can then show an interval narrower than the histogram's resolution (0.1 %).</p>"
         )
     body.append("<h2>Plots</h2>")
     body.append('<div class="plots">')

@@ -617,6 +617,11 @@ def headline_histogram(result: dict[str, Any]) -> str | None:
     return None
 
 
+def measured_ns(scenario: dict[str, Any]) -> float:
+    """The measured window of a resolved scenario: duration - warmup, in ns."""
+    return _scenario_ns(scenario, "duration") - _scenario_ns(scenario, "warmup")
+
+
 def short_window(scenario: dict[str, Any]) -> str | None:
     """`short_run`'s first rule, which needs no result (a sweep checks it per grid
     point before running): the measured window is shorter than half the warm-up."""
