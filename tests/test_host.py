@@ -97,7 +97,10 @@ def test_page_faults_are_plausible(tmp_path: Path) -> None:
 
 def test_monitor_samples(tmp_path: Path) -> None:
     out = tmp_path / "mon.json"
-    assert_ok(run_cli("monitor", "--interval", "0.2", "--count", "2", "--per-source", "--json", out))
+    p = run_cli("monitor", "--interval", "0.2", "--count", "2", "--per-source", "--json", out)
+    assert_ok(p)
+    # The tables show beside a JSON file, as run's summary does (they went silent).
+    assert "interrupts" in p.stdout, p.stdout
     doc = json.loads(out.read_text())
     assert len(doc["series"]["interrupts_per_s"]["v"]) == 2
     assert all(0 <= v <= 1 for k, s in doc["series"].items() if k.endswith("hardirq_share") for v in s["v"])
@@ -503,6 +506,34 @@ def test_lost_events_are_read_from_each_cpus_ring_buffer_stats(tmp_path: Path) -
         d.mkdir(parents=True)
         (d / "stats").write_text(f"entries: 10\noverrun: {overrun}\ncommit overrun: 0\ndropped events: {dropped}\n")
     assert _lost(tmp_path) == {"cpu1": 1234, "cpu2": 11}
+
+
+@pytest.mark.skipif(not TRACEFS_OK, reason="recording needs root and tracefs (/sys/kernel/tracing)")
+def test_overlapping_recordings_both_succeed_and_leave_tracing_as_it_was(tmp_path: Path) -> None:
+    """The first of two overlapping recorders, ending first, unmounted tracefs
+    under the second (it mounted it): the second died with a traceback and its
+    instance was left recording in the kernel."""
+    tracefs = Path("/sys/kernel/tracing")
+    mounted_before = (tracefs / "instances").is_dir()
+    first = start_cli("record", "--duration", "1", "--out", tmp_path / "a.parquet")
+    try:
+        # The second starts once the first's instance exists (so it finds tracefs mounted).
+        mine = tracefs / "instances" / f"irqlab-{first.pid}"
+        for _ in range(600):
+            if mine.is_dir() or first.poll() is not None:
+                break
+            time.sleep(0.05)
+        second = run_cli("record", "--duration", "2", "--out", tmp_path / "b.parquet")
+        _, err = first.communicate(timeout=120)
+    finally:
+        if first.poll() is None:
+            first.kill()
+    assert first.returncode == 0, err
+    assert_ok(second)
+    assert (tmp_path / "a.parquet").is_file() and (tmp_path / "b.parquet").is_file()
+    assert (tracefs / "instances").is_dir() == mounted_before, "tracefs is mounted as it was"
+    if mounted_before:
+        assert not [d for d in (tracefs / "instances").iterdir() if d.name.startswith("irqlab-")]
 
 
 def test_record_refuses_stdout_and_one_duration_limit() -> None:

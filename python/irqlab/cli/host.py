@@ -107,7 +107,8 @@ def record(
                 done[0] += 1
                 advance()
 
-        summary = hr.record(duration, out_file, tick)
+        # Once the file is written a Ctrl-C is ignored: it must not turn a kept recording into exit 130.
+        summary = hr.record(duration, out_file, tick, keep_sigint_ignored=True)
     if summary["lost"]:
         # The ring buffer (32 MiB per CPU) overwrote its oldest events: the trace
         # starts later than its metadata says on those CPUs.
@@ -176,7 +177,9 @@ def monitor(
             markup=False,
             soft_wrap=True,
         )
-    live = json_out is None and out.is_terminal
+    # The table shows unless the JSON goes to stdout, as `run` and `measure` do.
+    shown = not to_stdout(json_out)
+    live = shown and out.is_terminal
     try:
         with Live(console=out, auto_refresh=False) if live else contextlib.nullcontext() as lv:
             for t, r in hmon.samples(interval, count, accounted):
@@ -190,7 +193,7 @@ def monitor(
                         keep(f"source.{name}.per_s", t, v)
                 if lv is not None:
                     lv.update(view(r), refresh=True)
-                elif json_out is None:
+                elif shown:
                     out.print(view(r))
     except KeyboardInterrupt:
         # Without --count, Ctrl-C is how monitor ends ("until Ctrl-C"), not an error;

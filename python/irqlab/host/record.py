@@ -5,16 +5,24 @@ Parquet with /proc/interrupts and /proc/stat snapshots in its metadata.
 A private instance (`instances/irqlab-PID`) leaves the global trace buffer and
 other users' settings alone; removing it at the end, on Ctrl-C or on SIGTERM,
 puts the host's tracing back as it was (tracefs is unmounted again if this
-command mounted it)."""
+command mounted it, once no recorder's instance is left in it).
+
+Several recorders may run at once: each takes `LOCK` while it mounts tracefs
+and makes its instance, and while it removes the instance and decides whether
+to unmount, so one never unmounts tracefs under another's instance. Whether an
+irqlab recorder mounted it is kept in `MOUNTED_MARK` (the last one out, of any
+of them, unmounts)."""
 
 from __future__ import annotations
 
 import contextlib
+import fcntl
 import json
 import os
 import re
 import signal
 import subprocess
+import threading
 import time
 from collections.abc import Callable, Iterator
 from pathlib import Path
@@ -25,6 +33,10 @@ from .._util import UserError, atomic_write
 from .info import host_info
 
 TRACEFS = Path("/sys/kernel/tracing")
+#: Serialises recorders' mount, make, remove and unmount steps (root-only, as record is).
+LOCK = Path("/run/irqlab-record.lock")
+#: Present while tracefs is mounted because an irqlab recorder mounted it.
+MOUNTED_MARK = Path("/run/irqlab-record.mounted")
 EVENTS = ("irq/irq_handler_entry", "irq/irq_handler_exit")
 SCHEMA_TAG = b"irqlab.trace"
 
@@ -36,7 +48,18 @@ def _write(path: Path, text: str) -> None:
     path.write_text(text)
 
 
+@contextlib.contextmanager
+def _locked() -> Iterator[None]:
+    with open(LOCK, "a") as f:
+        fcntl.flock(f, fcntl.LOCK_EX)
+        try:
+            yield
+        finally:
+            fcntl.flock(f, fcntl.LOCK_UN)
+
+
 def _mount_if_needed() -> bool:
+    """Mounts tracefs unless it is; under `LOCK`. True if this call mounted it."""
     if (TRACEFS / "instances").is_dir():
         return False
     try:
@@ -48,7 +71,30 @@ def _mount_if_needed() -> bool:
         ) from None
     if not (TRACEFS / "instances").is_dir():
         raise UserError(f"record: {TRACEFS} has no instances/ directory: this kernel's tracefs is too old or disabled")
+    MOUNTED_MARK.touch()
     return True
+
+
+def _remove(inst: Path) -> None:
+    """Removes the instance and, if an irqlab recorder mounted tracefs and no
+    instance is left in it, unmounts it; under `LOCK`. An instance outlives an
+    unmount (the kernel keeps it): if tracefs is gone, it is mounted again to
+    remove it."""
+    with _locked():
+        remounted = False
+        if not (TRACEFS / "instances").is_dir():
+            remounted = (
+                subprocess.run(["mount", "-t", "tracefs", "nodev", str(TRACEFS)], capture_output=True).returncode == 0
+            )
+        if inst.exists():
+            with contextlib.suppress(OSError):
+                _write(inst / "tracing_on", "0")
+            with contextlib.suppress(OSError):
+                inst.rmdir()
+        left = any((TRACEFS / "instances").iterdir()) if (TRACEFS / "instances").is_dir() else True
+        if (remounted or MOUNTED_MARK.exists()) and not left:
+            subprocess.run(["umount", str(TRACEFS)], capture_output=True)
+            MOUNTED_MARK.unlink(missing_ok=True)
 
 
 def _on_term(signum: int, frame: Any) -> None:
@@ -59,7 +105,6 @@ def capture(duration: float, advance: Callable[[float], None] | None = None) -> 
     """Records for `duration` seconds; returns the trace text and the snapshots."""
     if os.geteuid() != 0:
         raise UserError("record: needs root (CAP_SYS_ADMIN) to use tracefs; run it as root")
-    mounted = _mount_if_needed()
     inst = TRACEFS / "instances" / f"irqlab-{os.getpid()}"
     # SIGTERM must unwind through the `finally` below, which removes the
     # instance. The CLI's handler does (it says "terminated", exit 143); a
@@ -71,10 +116,12 @@ def capture(duration: float, advance: Callable[[float], None] | None = None) -> 
     # looks at this recording's instance, not at another recorder's.
     snaps: dict[str, Any] = {"instance": inst.name}
     try:
-        try:
-            inst.mkdir()
-        except OSError as e:
-            raise UserError(f"record: cannot create a tracefs instance at {inst} ({e.strerror})") from None
+        with _locked():
+            _mount_if_needed()
+            try:
+                inst.mkdir()
+            except OSError as e:
+                raise UserError(f"record: cannot create a tracefs instance at {inst} ({e.strerror})") from None
         try:
             # A new instance traces from the start: off until the snapshots are
             # taken, so that they bracket exactly what the trace holds.
@@ -108,15 +155,15 @@ def capture(duration: float, advance: Callable[[float], None] | None = None) -> 
             text = (inst / "trace").read_text()
         except PermissionError as e:
             raise UserError(f"record: permission denied writing {e.filename}") from None
+        except FileNotFoundError as e:
+            # Another program unmounted tracefs (or removed the instance) while this one recorded.
+            raise UserError(
+                f"record: {e.filename} vanished while recording (tracefs unmounted by another program?)"
+            ) from None
     finally:
         try:
-            if inst.exists():
-                with contextlib.suppress(OSError):
-                    _write(inst / "tracing_on", "0")
-                inst.rmdir()
+            _remove(inst)
         finally:
-            if mounted:
-                subprocess.run(["umount", str(TRACEFS)], capture_output=True)
             if old_term == signal.SIG_DFL:
                 signal.signal(signal.SIGTERM, old_term)
     return text, snaps
@@ -198,7 +245,12 @@ def to_table(text: str, snaps: dict[str, Any], duration: float) -> Any:
     return pa.table(cols, schema=schema).replace_schema_metadata(meta)
 
 
-def record(duration: float, out: Path, advance: Callable[[float], None] | None = None) -> dict[str, Any]:
+def record(
+    duration: float, out: Path, advance: Callable[[float], None] | None = None, keep_sigint_ignored: bool = False
+) -> dict[str, Any]:
+    """Records for `duration` s and writes the Parquet trace to `out`; returns its
+    summary. Ctrl-C is ignored from the write on, and, with `keep_sigint_ignored`
+    (the CLI, which has its summary line to print), after the return too."""
     import io
 
     import pyarrow.parquet as pq
@@ -209,7 +261,16 @@ def record(duration: float, out: Path, advance: Callable[[float], None] | None =
     table = to_table(text, snaps, duration)
     buf = io.BytesIO()
     pq.write_table(table, buf, compression="zstd")
-    atomic_write(out, buf.getvalue())
+    # From here the recording is kept: a Ctrl-C that lands during the write (a
+    # rename) or just after it would exit 130 beside a complete file, which a
+    # script checking $? would throw away. So it is ignored until the end.
+    main = threading.current_thread() is threading.main_thread()
+    old_int = signal.signal(signal.SIGINT, signal.SIG_IGN) if main else None
+    try:
+        atomic_write(out, buf.getvalue())
+    finally:
+        if old_int is not None and not keep_sigint_ignored:
+            signal.signal(signal.SIGINT, old_int)
     names = table.column("name").to_pylist()
     kinds = table.column("kind").to_pylist()
     events = table.column("event").to_pylist()
