@@ -48,6 +48,7 @@ test: setup
 	$(BIN)/ruff check python tests
 	$(BIN)/ruff format --check python tests
 	$(BIN)/mypy python/irqlab
+	$(BIN)/python -m mypy.stubtest irqlab._core
 	cargo fmt --all -- --check
 	cargo clippy --workspace --release --all-targets -- -D warnings
 	$(PROPTEST_ENV) cargo test --workspace --profile test-opt

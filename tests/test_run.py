@@ -137,6 +137,59 @@ def test_schema_describes_the_scenario_keys(tmp_path):
     assert json.loads(out.read_text()) == schema
 
 
+def test_the_schema_accepts_what_the_core_accepts_and_rejects_what_it_rejects():
+    """An editor checking a scenario with the schema must agree with the core:
+    it flagged `warmup = 0` and `rate = "1e6/s"` (which load) and let `rate = -5` through."""
+    import jsonschema
+
+    schema = irqlab.schema()
+    check = jsonschema.Draft7Validator(schema)
+    for path in sorted(irqlab.SCENARIOS_DIR.glob("*/*.toml")):
+        doc = tomllib.loads(path.read_text())
+        assert not list(check.iter_errors(doc)), path
+    base = {"name": "t", "duration": "1ms", "platform": {"cpus": 1}}
+    src = {"name": "s", "rate": "1k/s", "handler": "300ns"}
+    cases = [
+        ({"warmup": 0}, True),
+        ({"warmup": "+5ns", "duration": "1.ms"}, True),
+        ({"source": [{**src, "rate": "1.5625e4/s"}]}, True),
+        ({"source": [{**src, "rate": "1e6"}]}, True),
+        ({"source": [{**src, "rate": 2.5e5}]}, True),
+        ({"source": [{**src, "rate": -5}]}, False),
+        ({"source": [{**src, "rate": "-5/s"}]}, False),
+        ({"warmup": 5}, False),
+        ({"warmup": "5"}, False),
+        ({"seed": "16860738450190168606"}, True),
+        ({"seed": -1}, False),
+    ]
+    for extra, ok in cases:
+        doc = {**base, **extra}
+        try:
+            _load_dict(doc)
+            core = True
+        except irqlab.ScenarioError:
+            core = False
+        assert core == ok, (extra, "core")
+        assert (not list(check.iter_errors(doc))) == ok, (extra, "schema")
+
+
+def _load_dict(doc: dict) -> None:
+    """Loads a scenario given as a dict through the core: written as TOML (top-level
+    keys, tables and arrays of tables; JSON's scalars are TOML's)."""
+    import tempfile
+    from pathlib import Path
+
+    lines = [f"{k} = {json.dumps(v)}" for k, v in doc.items() if not isinstance(v, (dict, list))]
+    for k, v in doc.items():
+        tables = [(f"[{k}]", v)] if isinstance(v, dict) else [(f"[[{k}]]", t) for t in v] if isinstance(v, list) else []
+        for header, table in tables:
+            lines += [header, *(f"{a} = {json.dumps(b)}" for a, b in table.items())]
+    with tempfile.TemporaryDirectory() as d:
+        p = Path(d) / "s.toml"
+        p.write_text("\n".join(lines) + "\n")
+        irqlab.load(p)
+
+
 def test_version_flag():
     p = run_cli("--version")
     assert_ok(p)

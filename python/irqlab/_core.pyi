@@ -6,6 +6,7 @@ extension with `python -m mypy.stubtest irqlab._core`."""
 
 import os
 from collections.abc import Mapping, Sequence
+from typing import final
 
 __all__ = [
     "ScenarioError",
@@ -38,6 +39,7 @@ def load_scenario(text: str, origin: str, overrides: list[str] = ...) -> str:
 def load(text: str, origin: str, overrides: list[str] = ...) -> str:
     """`load_scenario` under its short name."""
 
+@final
 class StopFlag:
     """Stops the runs given it (Ctrl-C): they end as KeyboardInterrupt.
     `sim_ps()`: the simulated time the run has reached, in ps."""

@@ -53,7 +53,8 @@ pub struct Scenario {
     /// Initial part of the run excluded from every metric.
     #[serde(default)]
     pub warmup: Time,
-    #[serde(default = "one")]
+    #[serde(default = "one", deserialize_with = "units::seed")]
+    #[schemars(schema_with = "units::seed_schema")]
     pub seed: u64,
     #[serde(default)]
     pub platform: Platform,

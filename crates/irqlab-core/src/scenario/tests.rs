@@ -144,3 +144,20 @@ fn pmhe_needs_a_dsb_cost_only_under_pseudo_nmi() {
         assert!(load(BASE, "s.toml", &sets.iter().map(|s| s.to_string()).collect::<Vec<_>>()).is_ok(), "{sets:?}");
     }
 }
+
+/// Any u64 is a seed (results and sweeps print seeds up to 2^64-1), though a
+/// TOML integer stops at 2^63-1: above it, as a string of digits.
+#[test]
+fn a_seed_takes_the_whole_u64_range() {
+    let seed_of = |sets: &[&str]| load(BASE, "s.toml", &sets.iter().map(|s| s.to_string()).collect::<Vec<_>>()).unwrap().seed;
+    assert_eq!(seed_of(&["seed=9223372036854775808"]), 1 << 63);
+    assert_eq!(seed_of(&["seed=18446744073709551615"]), u64::MAX);
+    assert_eq!(seed_of(&["seed=\"42\""]), 42);
+    assert_eq!(seed_of(&["seed=7"]), 7);
+    let text = format!("seed = \"16860738450190168606\"\n{BASE}");
+    assert_eq!(load(&text, "s.toml", &[]).unwrap().seed, 16860738450190168606);
+    for bad in ["seed=18446744073709551616", "seed=-1", "seed=1.5", "seed=abc"] {
+        let e = err_of(BASE, &[bad]);
+        assert!(e.contains("seed") && e.ends_with("expected a whole number from 0 to 2^64-1 (above 2^63-1 as a string of digits)"), "{e}");
+    }
+}

@@ -85,10 +85,8 @@ impl JsonSchema for Time {
         "Time".into()
     }
     fn json_schema(_: &mut SchemaGenerator) -> Schema {
-        let mut o = SchemaObject { instance_type: Some(InstanceType::String.into()), ..Default::default() };
-        o.string().pattern = Some(r"^\s*(0|[0-9]*\.?[0-9]+([eE][-+]?[0-9]+)?\s*(ps|ns|us|µs|ms|s))\s*$".into());
-        o.metadata().description = Some("A time with a unit: \"300ns\", \"10us\", \"1ms\", \"0.5s\"".into());
-        o.into()
+        let pattern = format!(r"^\s*(0|{NUMBER}\s*(ps|ns|us|µs|ms|s))\s*$");
+        with_zero(time_string(pattern, "A time with a unit: \"300ns\", \"10us\", \"1ms\", \"0.5s\" (or 0)"))
     }
 }
 
@@ -136,9 +134,10 @@ impl JsonSchema for Rate {
         "Rate".into()
     }
     fn json_schema(_: &mut SchemaGenerator) -> Schema {
-        let num = SchemaObject { instance_type: Some(InstanceType::Number.into()), ..Default::default() };
+        let mut num = SchemaObject { instance_type: Some(InstanceType::Number.into()), ..Default::default() };
+        num.number().minimum = Some(0.0);
         let mut st = SchemaObject { instance_type: Some(InstanceType::String.into()), ..Default::default() };
-        st.string().pattern = Some(r"^\s*[0-9]*\.?[0-9]+\s*[kKMG]?\s*(/s)?\s*$".into());
+        st.string().pattern = Some(format!(r"^\s*{NUMBER}\s*[kKMG]?\s*(/s)?\s*$"));
         let mut o = SchemaObject {
             subschemas: Some(Box::new(SubschemaValidation { one_of: Some(vec![num.into(), st.into()]), ..Default::default() })),
             ..Default::default()
@@ -223,9 +222,73 @@ impl JsonSchema for CpuTime {
         "CpuTime".into()
     }
     fn json_schema(_: &mut SchemaGenerator) -> Schema {
-        let mut o = SchemaObject { instance_type: Some(InstanceType::String.into()), ..Default::default() };
-        o.string().pattern = Some(r"^\s*(0|[0-9]*\.?[0-9]+([eE][-+]?[0-9]+)?\s*(ps|ns|us|µs|ms|s|cycles))\s*$".into());
-        o.metadata().description = Some("A time with a unit (\"14ns\") or core cycles (\"46cycles\", needs cpu.ghz)".into());
-        o.into()
+        let pattern = format!(r"^\s*(0|{NUMBER}\s*(ps|ns|us|µs|ms|s|cycles))\s*$");
+        with_zero(time_string(pattern, "A time with a unit (\"14ns\") or core cycles (\"46cycles\", needs cpu.ghz), or 0"))
     }
+}
+
+/// A non-negative number as Rust's `f64` parser (the time and rate parsers')
+/// reads one: `5`, `+5`, `1.`, `.5`, `1.5e4`.
+const NUMBER: &str = r"\+?([0-9]+\.?[0-9]*|\.[0-9]+)([eE][-+]?[0-9]+)?";
+
+fn time_string(pattern: String, description: &str) -> SchemaObject {
+    let mut o = SchemaObject { instance_type: Some(InstanceType::String.into()), ..Default::default() };
+    o.string().pattern = Some(pattern);
+    o.metadata().description = Some(description.into());
+    o
+}
+
+/// A time's schema, or the integer 0, which the core takes for no time at all.
+fn with_zero(time: SchemaObject) -> Schema {
+    let description = time.metadata.as_ref().and_then(|m| m.description.clone());
+    let mut zero = SchemaObject { instance_type: Some(InstanceType::Integer.into()), ..Default::default() };
+    zero.const_value = Some(serde_json::json!(0));
+    let mut o = SchemaObject {
+        subschemas: Some(Box::new(SubschemaValidation { any_of: Some(vec![time.into(), zero.into()]), ..Default::default() })),
+        ..Default::default()
+    };
+    o.metadata().description = description;
+    o.into()
+}
+
+/// A run's seed: any `u64`. TOML integers stop at 2^63-1, so a larger seed
+/// (a sweep's replication seeds reach 2^64-1, and results print them) is
+/// written as a string of digits: `seed = "16860738450190168606"`, or
+/// `--set seed=16860738450190168606`.
+pub fn seed<'de, D: Deserializer<'de>>(d: D) -> Result<u64, D::Error> {
+    struct V;
+    impl de::Visitor<'_> for V {
+        type Value = u64;
+        fn expecting(&self, f: &mut std::fmt::Formatter) -> std::fmt::Result {
+            f.write_str("a whole number from 0 to 2^64-1 (above 2^63-1 as a string of digits)")
+        }
+        fn visit_u64<E: de::Error>(self, v: u64) -> Result<u64, E> {
+            Ok(v)
+        }
+        fn visit_i64<E: de::Error>(self, v: i64) -> Result<u64, E> {
+            u64::try_from(v).map_err(|_| E::invalid_value(de::Unexpected::Signed(v), &self))
+        }
+        fn visit_str<E: de::Error>(self, v: &str) -> Result<u64, E> {
+            let t = v.trim();
+            if !t.is_empty() && t.bytes().all(|b| b.is_ascii_digit()) {
+                if let Ok(n) = t.parse() {
+                    return Ok(n);
+                }
+            }
+            Err(E::invalid_value(de::Unexpected::Str(v), &self))
+        }
+    }
+    d.deserialize_any(V)
+}
+
+/// The JSON Schema of [`seed`]: an integer, or a string of digits.
+pub fn seed_schema(_: &mut SchemaGenerator) -> Schema {
+    let mut int = SchemaObject { instance_type: Some(InstanceType::Integer.into()), ..Default::default() };
+    int.number().minimum = Some(0.0);
+    let mut digits = SchemaObject { instance_type: Some(InstanceType::String.into()), ..Default::default() };
+    digits.string().pattern = Some(r"^\s*[0-9]+\s*$".into());
+    let mut o = SchemaObject::default();
+    o.subschemas = Some(Box::new(SubschemaValidation { any_of: Some(vec![int.into(), digits.into()]), ..Default::default() }));
+    o.metadata().description = Some("A seed from 0 to 2^64-1; above 2^63-1 as a string of digits".into());
+    o.into()
 }
