@@ -287,8 +287,10 @@ pub fn seed_schema(_: &mut SchemaGenerator) -> Schema {
     int.number().minimum = Some(0.0);
     let mut digits = SchemaObject { instance_type: Some(InstanceType::String.into()), ..Default::default() };
     digits.string().pattern = Some(r"^\s*[0-9]+\s*$".into());
-    let mut o = SchemaObject::default();
-    o.subschemas = Some(Box::new(SubschemaValidation { any_of: Some(vec![int.into(), digits.into()]), ..Default::default() }));
+    let mut o = SchemaObject {
+        subschemas: Some(Box::new(SubschemaValidation { any_of: Some(vec![int.into(), digits.into()]), ..Default::default() })),
+        ..Default::default()
+    };
     o.metadata().description = Some("A seed from 0 to 2^64-1; above 2^63-1 as a string of digits".into());
     o.into()
 }
