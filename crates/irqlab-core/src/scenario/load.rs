@@ -67,26 +67,38 @@ fn load_value(mut value: toml::Value, origin: &str, overrides: &[String]) -> Res
 }
 
 /// serde's Rust type names in "expected u32" say what a user must write instead.
+/// An unsigned type's message says only what the value broke: a whole number
+/// (for `1.5` or `"lots"`), a non-negative one (for `-3`), or the type's
+/// largest (for `5e9`), never "from 0 to …": a key the validator holds to a
+/// narrower range (a count of at least 1, up to 4,096 CPUs) would then be
+/// given two ranges, one of them wrong (a review).
 fn plain_types(msg: &str) -> String {
+    // The type, and its largest value for an unsigned one ("" for the others).
     const NAMES: [(&str, &str); 8] = [
-        ("expected u8", "expected a whole number from 0 to 255"),
-        ("expected u16", "expected a whole number from 0 to 65,535"),
-        ("expected u32", "expected a whole number from 0 to 4,294,967,295"),
-        ("expected u64", "expected a whole number from 0 to 2^64-1"),
-        ("expected i32", "expected a whole number"),
-        ("expected i64", "expected a whole number"),
-        ("expected f32", "expected a number"),
-        ("expected f64", "expected a number"),
+        ("expected u8", "255"),
+        ("expected u16", "65,535"),
+        ("expected u32", "4,294,967,295"),
+        ("expected u64", "2^64-1"),
+        ("expected i32", ""),
+        ("expected i64", ""),
+        ("expected f32", ""),
+        ("expected f64", ""),
     ];
     let mut out = msg.to_string();
-    for (rust, plain) in NAMES {
+    for (rust, max) in NAMES {
         // Only the whole word: "expected u32" must not match inside "expected u320".
-        if let Some(i) = out.find(rust) {
-            let end = i + rust.len();
-            if !out[end..].starts_with(|c: char| c.is_ascii_alphanumeric()) {
-                out.replace_range(i..end, plain);
-            }
+        let Some(i) = out.find(rust) else { continue };
+        let end = i + rust.len();
+        if out[end..].starts_with(|c: char| c.is_ascii_alphanumeric()) {
+            continue;
         }
+        let plain = match (rust.as_bytes()[9], max) {
+            (b'f', _) => "expected a number".to_string(),
+            (b'u', _) if msg.starts_with("invalid value: integer `-") => "expected a whole number, not negative".to_string(),
+            (b'u', max) if msg.starts_with("invalid value: integer") => format!("expected a whole number of at most {max}"),
+            _ => "expected a whole number".to_string(),
+        };
+        out.replace_range(i..end, &plain);
     }
     out
 }
