@@ -63,6 +63,30 @@ def test_a_signal_stops_a_long_run_with_one_line(
     assert not out.exists(), "a stopped run left an output"
 
 
+def test_an_interrupted_sweep_says_where_its_runs_are_and_how_to_go_on(tmp_path: Path) -> None:
+    """Once some runs have ended, Ctrl-C keeps them, and the one line says where
+    and to rerun with --resume (it said only "interrupted")."""
+    sc = tmp_path / "long.toml"
+    # A short first point, then long ones: the first ends, the second is cut.
+    sc.write_text(LONG)
+    out = tmp_path / "out"
+    p = start_cli("sweep", sc, "--grid", "duration=1ms,120s,121s", "--workers", "1", "--out", out, "-q")
+    try:
+        deadline = time.monotonic() + 120
+        while not list(out.glob("part-*.parquet")) and p.poll() is None and time.monotonic() < deadline:
+            time.sleep(0.1)
+        assert p.poll() is None, "the sweep ended before it could be interrupted"
+        p.send_signal(signal.SIGINT)
+        _, err = p.communicate(timeout=60)
+    finally:
+        if p.poll() is None:
+            p.kill()
+    assert p.returncode == 130, err
+    assert err.strip().splitlines() == [
+        f"error: interrupted; the runs that ended are kept in {out}: rerun with --resume to finish"
+    ], err
+
+
 def test_ctrl_c_waits_for_the_stopped_run_to_return() -> None:
     """A Ctrl-C (and more of them) while a run is under way stops it and waits
     for it to return before KeyboardInterrupt goes on: leaving earlier lets the

@@ -185,3 +185,15 @@ def test_in_flight_keeps_two_batches_per_worker_and_reports_a_crashed_batch_per_
     assert seen[-1] == (1, "ok", "{}")
     # Timed at 10 ms a point: the rest go out together (an equal share for one worker).
     assert sent[2:] == [[2], [3, 4, 5]], sent
+
+
+def test_a_point_with_no_completions_has_no_latency(small, tmp_path):
+    """A handler longer than the run completes nothing: its percentiles are null
+    (n/a in the summary), not the core's 0 ns, which went into means and plots."""
+    out = tmp_path / "empty.parquet"
+    p = run_cli("sweep", small, "--grid", "source.0.handler=300ns,10s", "--out", out, "-q")
+    assert_ok(p)
+    rows = {r["source.0.handler"]: r for r in pq.read_table(out).to_pylist()}
+    assert rows["300ns"]["irq_latency.p99"] > 0
+    assert rows["10s"]["irq_latency.p99"] is None and rows["10s"]["irq_latency.mean"] is None
+    assert "n/a" in p.stdout

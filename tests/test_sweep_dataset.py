@@ -458,6 +458,26 @@ def test_the_summary_shows_the_headline_metrics(small, tmp_path):
     assert len(rows) >= 2 and all(r[-1] in ("ns", "µs", "ms") for r in rows), rows
 
 
+@pytest.mark.skipif(importlib.util.find_spec("distributed") is None, reason="needs dask[distributed]")
+def test_a_dask_address_that_is_not_a_scheduler_is_one_line(small, tmp_path):
+    """Refused: one line at once (it took Dask's 30 s). Listening but silent:
+    one line once the connect time is up (it hung with no output; an HTTP
+    server there gave a traceback). The timeouts here are bounds, not measurements."""
+    import socket
+
+    args = ["sweep", small, "--grid", "seed=1,2", "--backend", "dask", "--out", tmp_path / "o"]
+    with socket.socket() as free:
+        free.bind(("127.0.0.1", 0))
+        port = free.getsockname()[1]
+    assert_user_error(run_cli(*args, "--address", f"tcp://127.0.0.1:{port}", timeout=60), "cannot reach a Dask")
+    with socket.socket() as silent:
+        silent.bind(("127.0.0.1", 0))
+        silent.listen(8)
+        address = f"tcp://127.0.0.1:{silent.getsockname()[1]}"
+        assert_user_error(run_cli(*args, "--address", address, timeout=120), f"--address {address}", "Dask scheduler")
+    assert not (tmp_path / "o").exists()
+
+
 @pytest.mark.skipif(importlib.util.find_spec("ray") is None, reason="needs ray")
 def test_an_unreachable_ray_cluster_is_one_line(small, tmp_path):
     """Checked before `ray.init`, whose own retries take minutes (the timeout

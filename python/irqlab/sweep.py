@@ -354,8 +354,11 @@ def to_row(sweep: Sweep, point: Point, result: dict[str, Any]) -> dict[str, Any]
     for m, v in result.get("metrics", {}).items():
         put(m, v)
     for h, stats in result.get("histograms", {}).items():
+        # A histogram with nothing in it has no percentiles: null, not the
+        # core's 0 ns, which went into means and plots as a real latency.
+        empty = not isinstance(stats, dict) or stats.get("count") == 0
         for s in HIST_STATS:
-            put(f"{h}.{s}", stats.get(s) if isinstance(stats, dict) else None)
+            put(f"{h}.{s}", None if empty else stats.get(s))
     return row
 
 

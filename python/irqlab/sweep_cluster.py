@@ -14,6 +14,7 @@ import functools
 import logging
 import math
 import socket
+import threading
 import time
 from collections.abc import Callable
 from typing import Any
@@ -116,7 +117,7 @@ def run_dask(jobs: dict[int, Job], workers: int, address: str | None, done: Done
     cluster = None
     try:
         if address:
-            client = Client(address)
+            client = _dask_client(Client, address)
         else:
             # Threads are enough locally: the core releases the GIL while it runs.
             cluster = LocalCluster(
@@ -152,20 +153,56 @@ def run_dask(jobs: dict[int, Job], workers: int, address: str | None, done: Done
             cluster.close()
 
 
-def _reachable(address: str, timeout_s: float = 5.0) -> None:
-    """Refuse a Ray address nothing listens on, within seconds: `ray.init` would
-    retry for minutes, printing its own log lines, and not stop for SIGTERM."""
+#: How long a Dask scheduler has to answer (a listener that is not one may never).
+DASK_CONNECT_S = 10.0
+
+
+def _dask_client(client: Any, address: str) -> Any:
+    """A Dask client of the scheduler at `address`, or one `error:` line within
+    seconds. Something that listens there but is not a scheduler made
+    `Client` hang without output (a silent listener: its handshake has no
+    timeout) or raise from deep inside (an HTTP server's reply read as a frame
+    length: a 3 EiB allocation); so it connects on a daemon thread, given
+    `DASK_CONNECT_S`, and any failure is the same line."""
+    expected = "expected a Dask scheduler's tcp://HOST:PORT (8786)"
+    _reachable(address, f"cannot reach a Dask scheduler there; {expected}")
+    box: dict[str, Any] = {}
+
+    def connect() -> None:
+        try:
+            box["client"] = client(address, timeout=f"{DASK_CONNECT_S:g}s")
+        except BaseException as e:
+            box["error"] = e
+
+    t = threading.Thread(target=connect, name="irqlab-dask-connect", daemon=True)
+    t.start()
+    t.join(DASK_CONNECT_S + 5)
+    if t.is_alive():
+        raise UserError(f"--address {address}: no Dask scheduler answered in {DASK_CONNECT_S:g} s; {expected}")
+    if "error" in box:
+        e = box["error"]
+        raise UserError(
+            f"--address {address}: not a Dask scheduler ({type(e).__name__}: {one_line(str(e))}); {expected}"
+        )
+    return box["client"]
+
+
+def _reachable(address: str, what: str = "") -> None:
+    """Refuse an address nothing listens on, within seconds: `ray.init` would
+    retry for minutes, printing its own log lines, and not stop for SIGTERM;
+    Dask's client waits out its 30 s connect timeout."""
     hostport = address.split("://", 1)[-1]
     host, sep, port = hostport.rpartition(":")
     if address == "auto" or not sep or not port.isdigit():
         return  # "auto", or a form Ray resolves itself: its own error stands
     try:
-        socket.create_connection((host.strip("[]"), int(port)), timeout=timeout_s).close()
+        socket.create_connection((host.strip("[]"), int(port)), timeout=5.0).close()
     except OSError as e:
-        raise UserError(
-            f"--address {address}: cannot reach a Ray cluster there ({e.strerror or e}); "
-            "expected the head node's HOST:PORT (GCS, 6379) or ray://HOST:10001"
-        ) from None
+        what = what or (
+            "cannot reach a Ray cluster there; expected the head node's HOST:PORT (GCS, 6379) or ray://HOST:10001"
+        )
+        head, _, tail = what.partition("; ")
+        raise UserError(f"--address {address}: {head} ({e.strerror or e}); {tail}") from None
 
 
 def run_ray(jobs: dict[int, Job], workers: int, address: str | None, done: Done) -> None:

@@ -4,6 +4,7 @@ written as runs end so that a killed sweep resumes (`--resume`)."""
 from __future__ import annotations
 
 import json
+import math
 import os
 from pathlib import Path
 from typing import TYPE_CHECKING, Annotated, Any
@@ -105,6 +106,14 @@ def sweep(
 
             try:
                 sweeps.execute(plan, todo, backend, nworkers, address, on_done)
+            except KeyboardInterrupt:
+                store.close()
+                if (kept := store.kept()) is not None:
+                    # As a failed sweep says: where its runs are, and how to go on.
+                    line = f"error: interrupted; the runs that ended are kept in {kept}: rerun with --resume to finish"
+                    err.print(line, markup=False, soft_wrap=True)
+                    raise typer.Exit(130) from None
+                raise
             finally:
                 store.close()  # what ended is kept, whatever stopped the sweep
         if failed:
@@ -154,7 +163,10 @@ def _summary(plan: Sweep, table: pa.Table, origin: str, out_file: Path | None, b
     timed = {m for m in shown if column_unit(m) in ("ns", "us", "s")}
 
     def cell(m: str, v: Any) -> str:
-        return summary.human(v, column_unit(m)) if m in timed and v is not None else fmt(v)
+        # No value: a histogram with nothing in it (no completions), or a mean of none.
+        if v is None or (isinstance(v, float) and math.isnan(v)):
+            return "n/a"
+        return summary.human(v, column_unit(m)) if m in timed else fmt(v)
 
     seed_axis = any(k == "seed" for k, _ in plan.axes)
     if plan.replications == 1:
