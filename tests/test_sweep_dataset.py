@@ -495,3 +495,12 @@ def test_an_unreachable_ray_cluster_is_one_line(small, tmp_path):
         tmp_path / "o",
     ]
     assert_user_error(run_cli(*args, timeout=90), "--address 127.0.0.1:1", "cannot reach a Ray cluster")
+    # Something that listens but is not Ray (no gRPC answer): ray.init retried it for minutes.
+    import socket
+
+    with socket.socket() as silent:
+        silent.bind(("127.0.0.1", 0))
+        silent.listen(8)
+        address = f"127.0.0.1:{silent.getsockname()[1]}"
+        args[args.index("127.0.0.1:1")] = address
+        assert_user_error(run_cli(*args, timeout=90), f"--address {address}", "not a Ray cluster")

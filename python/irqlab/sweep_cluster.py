@@ -205,6 +205,39 @@ def _reachable(address: str, what: str = "") -> None:
         raise UserError(f"--address {address}: {head} ({e.strerror or e}); {tail}") from None
 
 
+#: The client preface of HTTP/2 (RFC 9113, 3.4) and an empty SETTINGS frame.
+_H2_HELLO = b"PRI * HTTP/2.0\r\n\r\nSM\r\n\r\n" + bytes([0, 0, 0, 4, 0, 0, 0, 0, 0])
+
+
+def _speaks_grpc(address: str, timeout_s: float = 5.0) -> None:
+    """Refuse a Ray address where something listens that is not Ray: a Ray
+    head's GCS (and the Ray Client server) is gRPC, so it answers an HTTP/2
+    client preface with a SETTINGS frame at once. `ray.init` against anything
+    else retried for minutes, printing its own log lines (a review)."""
+    hostport = address.split("://", 1)[-1]
+    host, sep, port = hostport.rpartition(":")
+    if address == "auto" or not sep or not port.isdigit():
+        return
+    try:
+        with socket.create_connection((host.strip("[]"), int(port)), timeout=timeout_s) as c:
+            c.settimeout(timeout_s)
+            c.sendall(_H2_HELLO)
+            head = b""
+            while len(head) < 9:
+                got = c.recv(9 - len(head))
+                if not got:
+                    break
+                head += got
+    except OSError:
+        head = b""
+    # A frame header: 3 bytes of length, type 4 (SETTINGS), flags, stream 0.
+    if len(head) < 9 or head[3] != 4 or int.from_bytes(head[5:9], "big") & 0x7FFFFFFF != 0:
+        raise UserError(
+            f"--address {address}: something listens there but it is not a Ray cluster (no gRPC answer "
+            f"in {timeout_s:g} s); expected the head node's HOST:PORT (GCS, 6379) or ray://HOST:10001"
+        )
+
+
 def run_ray(jobs: dict[int, Job], workers: int, address: str | None, done: Done) -> None:
     try:
         import ray
@@ -212,6 +245,7 @@ def run_ray(jobs: dict[int, Job], workers: int, address: str | None, done: Done)
         raise UserError("--backend ray needs ray, which is not installed: pip install 'irqlab[ray]'") from None
     if address:
         _reachable(address)
+        _speaks_grpc(address)
     # Ray's own INFO and WARNING lines ("Started a local Ray instance") are not
     # the sweep's output: only its errors reach stderr.
     try:
