@@ -165,7 +165,7 @@ def _dask_client(client: Any, address: str) -> Any:
     length: a 3 EiB allocation); so it connects on a daemon thread, given
     `DASK_CONNECT_S`, and any failure is the same line."""
     expected = "expected a Dask scheduler's tcp://HOST:PORT (8786)"
-    _reachable(address, f"cannot reach a Dask scheduler there; {expected}")
+    _reachable(address, "a Dask scheduler", expected)
     box: dict[str, Any] = {}
 
     def connect() -> None:
@@ -187,22 +187,29 @@ def _dask_client(client: Any, address: str) -> Any:
     return box["client"]
 
 
-def _reachable(address: str, what: str = "") -> None:
+#: What a Ray --address should be, for the errors that refuse one.
+_RAY_EXPECTED = "expected the head node's HOST:PORT (GCS, 6379) or ray://HOST:10001"
+
+
+def _host_port(address: str) -> tuple[str, int] | None:
+    """HOST and PORT of `[scheme://]HOST:PORT`, or None for a form the backend
+    resolves itself ("auto", a bare host): its own error stands for those."""
+    host, sep, port = address.split("://", 1)[-1].rpartition(":")
+    if address == "auto" or not sep or not port.isdigit():
+        return None
+    return host.strip("[]"), int(port)
+
+
+def _reachable(address: str, what: str, expected: str) -> None:
     """Refuse an address nothing listens on, within seconds: `ray.init` would
     retry for minutes, printing its own log lines, and not stop for SIGTERM;
     Dask's client waits out its 30 s connect timeout."""
-    hostport = address.split("://", 1)[-1]
-    host, sep, port = hostport.rpartition(":")
-    if address == "auto" or not sep or not port.isdigit():
-        return  # "auto", or a form Ray resolves itself: its own error stands
+    if (hp := _host_port(address)) is None:
+        return
     try:
-        socket.create_connection((host.strip("[]"), int(port)), timeout=5.0).close()
+        socket.create_connection(hp, timeout=5.0).close()
     except OSError as e:
-        what = what or (
-            "cannot reach a Ray cluster there; expected the head node's HOST:PORT (GCS, 6379) or ray://HOST:10001"
-        )
-        head, _, tail = what.partition("; ")
-        raise UserError(f"--address {address}: {head} ({e.strerror or e}); {tail}") from None
+        raise UserError(f"--address {address}: cannot reach {what} there ({e.strerror or e}); {expected}") from None
 
 
 #: The client preface of HTTP/2 (RFC 9113, 3.4) and an empty SETTINGS frame.
@@ -214,27 +221,22 @@ def _speaks_grpc(address: str, timeout_s: float = 5.0) -> None:
     head's GCS (and the Ray Client server) is gRPC, so it answers an HTTP/2
     client preface with a SETTINGS frame at once. `ray.init` against anything
     else retried for minutes, printing its own log lines (a review)."""
-    hostport = address.split("://", 1)[-1]
-    host, sep, port = hostport.rpartition(":")
-    if address == "auto" or not sep or not port.isdigit():
+    if (hp := _host_port(address)) is None:
         return
+    head = b""
     try:
-        with socket.create_connection((host.strip("[]"), int(port)), timeout=timeout_s) as c:
+        with socket.create_connection(hp, timeout=timeout_s) as c:
             c.settimeout(timeout_s)
             c.sendall(_H2_HELLO)
-            head = b""
-            while len(head) < 9:
-                got = c.recv(9 - len(head))
-                if not got:
-                    break
+            while len(head) < 9 and (got := c.recv(9 - len(head))):
                 head += got
     except OSError:
-        head = b""
+        pass
     # A frame header: 3 bytes of length, type 4 (SETTINGS), flags, stream 0.
     if len(head) < 9 or head[3] != 4 or int.from_bytes(head[5:9], "big") & 0x7FFFFFFF != 0:
         raise UserError(
-            f"--address {address}: something listens there but it is not a Ray cluster (no gRPC answer "
-            f"in {timeout_s:g} s); expected the head node's HOST:PORT (GCS, 6379) or ray://HOST:10001"
+            f"--address {address}: something listens there but it is not a Ray cluster "
+            f"(no gRPC answer in {timeout_s:g} s); {_RAY_EXPECTED}"
         )
 
 
@@ -244,7 +246,7 @@ def run_ray(jobs: dict[int, Job], workers: int, address: str | None, done: Done)
     except ImportError:
         raise UserError("--backend ray needs ray, which is not installed: pip install 'irqlab[ray]'") from None
     if address:
-        _reachable(address)
+        _reachable(address, "a Ray cluster", _RAY_EXPECTED)
         _speaks_grpc(address)
     # Ray's own INFO and WARNING lines ("Started a local Ray instance") are not
     # the sweep's output: only its errors reach stderr.

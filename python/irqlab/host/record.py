@@ -37,6 +37,7 @@ TRACEFS = Path("/sys/kernel/tracing")
 LOCK = Path("/run/irqlab-record.lock")
 #: Present while tracefs is mounted because an irqlab recorder mounted it.
 MOUNTED_MARK = Path("/run/irqlab-record.mounted")
+MOUNT = ["mount", "-t", "tracefs", "nodev", str(TRACEFS)]
 EVENTS = ("irq/irq_handler_entry", "irq/irq_handler_exit")
 SCHEMA_TAG = b"irqlab.trace"
 
@@ -63,7 +64,7 @@ def _mount_if_needed() -> bool:
     if (TRACEFS / "instances").is_dir():
         return False
     try:
-        subprocess.run(["mount", "-t", "tracefs", "nodev", str(TRACEFS)], check=True, capture_output=True, text=True)
+        subprocess.run(MOUNT, check=True, capture_output=True, text=True)
     except (OSError, subprocess.CalledProcessError) as e:
         detail = getattr(e, "stderr", "") or str(e)
         raise UserError(
@@ -83,9 +84,7 @@ def _remove(inst: Path) -> None:
     with _locked():
         remounted = False
         if not (TRACEFS / "instances").is_dir():
-            remounted = (
-                subprocess.run(["mount", "-t", "tracefs", "nodev", str(TRACEFS)], capture_output=True).returncode == 0
-            )
+            remounted = subprocess.run(MOUNT, capture_output=True).returncode == 0
         if inst.exists():
             with contextlib.suppress(OSError):
                 _write(inst / "tracing_on", "0")
