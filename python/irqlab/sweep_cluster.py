@@ -157,7 +157,7 @@ def run_dask(jobs: dict[int, Job], workers: int, address: str | None, done: Done
 DASK_CONNECT_S = 10.0
 
 
-def _dask_client(client: Any, address: str) -> Any:
+def _dask_client(client_class: Any, address: str) -> Any:
     """A Dask client of the scheduler at `address`, or one `error:` line within
     seconds. Something that listens there but is not a scheduler made
     `Client` hang without output (a silent listener: its handshake has no
@@ -170,7 +170,7 @@ def _dask_client(client: Any, address: str) -> Any:
 
     def connect() -> None:
         try:
-            box["client"] = client(address, timeout=f"{DASK_CONNECT_S:g}s")
+            box["client"] = client_class(address, timeout=f"{DASK_CONNECT_S:g}s")
         except BaseException as e:
             box["error"] = e
 

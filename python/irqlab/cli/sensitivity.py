@@ -14,7 +14,7 @@ from .. import _core
 from .._util import check_overrides, progress, read_scenario, refuse_input_outputs
 from ..provenance import commit
 from . import ForceOpt, JsonOpt, ScenarioArg, SeedOpt, SetOpt, app, check_seed, check_workers, user_errors
-from .render import err, fmt, out, to_stdout, write_json
+from .render import err, out, to_stdout, write_json
 from .summary import column_unit, human, short_run
 
 ParamOpt = Annotated[
@@ -101,8 +101,7 @@ def _change(c: float | None) -> str:
 
 def _value(metric: str, v: Any) -> str:
     """In the metric's unit, as `run` shows it (3.94 M IOPS, 10.5 ms); a count or a plain number as is."""
-    unit = column_unit(metric)
-    return human(v, unit) if unit else fmt(v)
+    return human(v, column_unit(metric))
 
 
 def _table(doc: dict[str, Any], json_out: Path | None) -> Table:

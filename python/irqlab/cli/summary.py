@@ -625,8 +625,7 @@ def measured_ns(scenario: dict[str, Any]) -> float:
 def short_window(scenario: dict[str, Any]) -> str | None:
     """`short_run`'s first rule, which needs no result (a sweep checks it per grid
     point before running): the measured window is shorter than half the warm-up."""
-    warm = _scenario_ns(scenario, "warmup")
-    window = _scenario_ns(scenario, "duration") - warm
+    warm, window = _scenario_ns(scenario, "warmup"), measured_ns(scenario)
     if warm > 0 and window < MIN_WINDOW_OF_WARMUP * warm:
         return (
             f"the measured window ({human_time(window, trim=True)}) is shorter than half the warm-up "

@@ -106,19 +106,18 @@ def sweep(
 
             try:
                 sweeps.execute(plan, todo, backend, nworkers, address, on_done)
-            except KeyboardInterrupt:
-                store.close()
-                if (kept := store.kept()) is not None:
-                    # As a failed sweep says: where its runs are, and how to go on.
-                    line = f"error: interrupted; the runs that ended are kept in {kept}: rerun with --resume to finish"
-                    err.print(line, markup=False, soft_wrap=True)
-                    raise typer.Exit(130) from None
-                raise
             finally:
                 store.close()  # what ended is kept, whatever stopped the sweep
         if failed:
             _fail(failed, len(todo), store.kept())
         table = store.finish()
+    except KeyboardInterrupt:
+        if (kept := store.kept()) is None:
+            raise
+        # As a failed sweep says: where its runs are, and how to go on.
+        line = f"error: interrupted; the runs that ended are kept in {kept}: rerun with --resume to finish"
+        err.print(line, markup=False, soft_wrap=True)
+        raise typer.Exit(130) from None
     finally:
         store.release()
     _summary(plan, table, origin, out_file, len(store.done))
@@ -169,7 +168,9 @@ def _summary(plan: Sweep, table: pa.Table, origin: str, out_file: Path | None, b
         return summary.human(v, column_unit(m)) if m in timed else fmt(v)
 
     seed_axis = any(k == "seed" for k, _ in plan.axes)
+    # Each wrapped group repeats the columns that name a row: the grid keys and the seed.
     if plan.replications == 1:
+        lead = len(keys) + 1
         headers = [*keys, "seed", *shown]
         cols = {c: table.column(c).to_pylist() for c in headers}
         rows = [[cell(c, cols[c][i]) for c in headers] for i in range(table.num_rows)]
@@ -177,6 +178,7 @@ def _summary(plan: Sweep, table: pa.Table, origin: str, out_file: Path | None, b
         # Mean and 95 % confidence interval (Student t) over each point's replications.
         # A seed axis is a key here: each of its values is a point's base seed.
         ids = [*keys, "seed"] if seed_axis else list(keys)
+        lead = len(ids)
         headers = [*ids, "n"]
         for m in shown:
             headers += [f"{m} mean", f"{m} ±95% CI"]
@@ -187,7 +189,5 @@ def _summary(plan: Sweep, table: pa.Table, origin: str, out_file: Path | None, b
                 cells += [cell(m, mean), "-" if half is None else "±" + cell(m, half)]
             rows.append(cells)
     right = [h not in keys and h != "seed" for h in headers]
-    # Each wrapped group repeats every column that names a row: the grid keys and the seed.
-    lead = len(keys) + 1 if plan.replications == 1 or seed_axis else len(keys)
     lines = summary.table_lines(title, headers, rows, right, out.width, lead=lead)
     out.file.write("\n".join(lines) + "\n")

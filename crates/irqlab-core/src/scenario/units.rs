@@ -243,10 +243,13 @@ fn with_zero(time: SchemaObject) -> Schema {
     let description = time.metadata.as_ref().and_then(|m| m.description.clone());
     let mut zero = SchemaObject { instance_type: Some(InstanceType::Integer.into()), ..Default::default() };
     zero.const_value = Some(serde_json::json!(0));
-    let mut o = SchemaObject {
-        subschemas: Some(Box::new(SubschemaValidation { any_of: Some(vec![time.into(), zero.into()]), ..Default::default() })),
-        ..Default::default()
-    };
+    any_of(vec![time, zero], description)
+}
+
+/// Either of `schemas`, described by `description`.
+fn any_of(schemas: Vec<SchemaObject>, description: Option<String>) -> Schema {
+    let any_of = Some(schemas.into_iter().map(Schema::from).collect());
+    let mut o = SchemaObject { subschemas: Some(Box::new(SubschemaValidation { any_of, ..Default::default() })), ..Default::default() };
     o.metadata().description = description;
     o.into()
 }
@@ -287,10 +290,5 @@ pub fn seed_schema(_: &mut SchemaGenerator) -> Schema {
     int.number().minimum = Some(0.0);
     let mut digits = SchemaObject { instance_type: Some(InstanceType::String.into()), ..Default::default() };
     digits.string().pattern = Some(r"^\s*[0-9]+\s*$".into());
-    let mut o = SchemaObject {
-        subschemas: Some(Box::new(SubschemaValidation { any_of: Some(vec![int.into(), digits.into()]), ..Default::default() })),
-        ..Default::default()
-    };
-    o.metadata().description = Some("A seed from 0 to 2^64-1; above 2^63-1 as a string of digits".into());
-    o.into()
+    any_of(vec![int, digits], Some("A seed from 0 to 2^64-1; above 2^63-1 as a string of digits".into()))
 }
