@@ -7,8 +7,10 @@ import multiprocessing as mp
 import os
 import signal
 import statistics
+import threading
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
 from typing import Any
 
 from .. import _core
@@ -47,6 +49,39 @@ def _pin(i: int) -> None:
     os.sched_setaffinity(0, {cpus[i % len(cpus)]})
 
 
+#: Blocked while the tasks are forked (`per_task`). A SIGTERM that came
+#: between a fork and the task's reset of its handlers ran the CLI's inherited
+#: handler, so the task exited 143 instead of dying of the signal; and one that
+#: came to the parent inside fork's after-fork hooks raised there, where Python
+#: ignores the exception ("Exception ignored in _releaseLock"), so the
+#: terminated command ran on (both seen on a loaded CI machine). Blocked, the
+#: signal waits: the task takes it once its handlers are the default ones, the
+#: parent once every fork has returned.
+_STOP_SIGNALS = {signal.SIGTERM, signal.SIGINT}
+
+
+@contextmanager
+def _stop_signals_held() -> Iterator[None]:
+    """Forks under it: the stop signals are blocked in this thread (what a
+    forked task inherits), and one that reaches the process anyway (through
+    another thread) is only noted; it is raised again once the block is over,
+    in plain code, where its handler's exception unwinds as it should."""
+    if threading.current_thread() is not threading.main_thread():
+        yield  # only the main thread may set handlers, and only it runs them
+        return
+    noted: list[int] = []
+    held = {sig: signal.signal(sig, lambda signum, _frame: noted.append(signum)) for sig in _STOP_SIGNALS}
+    mask = signal.pthread_sigmask(signal.SIG_BLOCK, _STOP_SIGNALS)
+    try:
+        yield
+    finally:
+        signal.pthread_sigmask(signal.SIG_SETMASK, mask)
+        for sig, handler in held.items():
+            signal.signal(sig, signal.SIG_DFL if handler is None else handler)
+        if noted:
+            signal.raise_signal(noted[0])
+
+
 def _worker(kind: str, i: int, barrier: Any, q: Any, warmup: float, interval: float, intervals: int, mb: int) -> None:
     # A task's loop runs in Rust and looks at no Python signal handler until it
     # returns (up to --seconds): with the CLI's handlers, inherited by fork, a
@@ -55,6 +90,8 @@ def _worker(kind: str, i: int, barrier: Any, q: Any, warmup: float, interval: fl
     # The default action ends a task at once; it has nothing to clean up.
     signal.signal(signal.SIGTERM, signal.SIG_DFL)
     signal.signal(signal.SIGINT, signal.SIG_DFL)
+    # Forked with both blocked (`per_task`): one sent meanwhile is taken now, by the default action.
+    signal.pthread_sigmask(signal.SIG_UNBLOCK, _STOP_SIGNALS)
     try:
         _pin(i)
         barrier.wait()
@@ -125,8 +162,9 @@ def per_task(
     pinned: dict[int, list[int]] = {}
     finished = False
     try:
-        for p in procs:
-            p.start()
+        with _stop_signals_held():
+            for p in procs:
+                p.start()
         deadline = time.monotonic() + warmup + interval * intervals + 60
         for _ in range(tasks):
             i, c, failure, cpus = _next_result(q, procs, counts, kind, deadline)
