@@ -49,7 +49,8 @@ def test_default_output_is_short_with_the_headline_first():
     # Per-CPU rows only on request.
     assert "cpu0" not in p.stdout and "cpus (" not in p.stdout
     assert "--per-cpu" in lines[-1]
-    assert not warnings(p), p.stderr
+    # Only that the file's 60 ms window leaves its tail unsettled (docs/m5, "The tails settle slowly").
+    assert all(w.startswith("warning: the p99 of nvme.ssd.latency") for w in warnings(p)), p.stderr
 
 
 def test_per_cpu_adds_the_per_cpu_and_per_source_rows():
@@ -168,7 +169,75 @@ def test_a_too_short_run_warns_in_one_line():
 @pytest.mark.parametrize("path", sorted(FIG.glob("*.toml")), ids=lambda p: p.stem)
 def test_no_figure_warns_of_a_short_run_at_its_defaults(path: Path):
     result, _ = irqlab.run(path)
-    assert summary.short_run(result, result["provenance"]["scenario"]) is None
+    why = summary.short_run(result, result["provenance"]["scenario"])
+    # Except the NVMe figures' tail: their files measure IOPS in 60 ms, where the
+    # no-moderation p99 still rises (it settles after about 1 s; docs/m5, "The
+    # tails settle slowly"), and a plain run of them says so.
+    if why is not None and path.stem in ("m5-nvme-8ssd", "m5-nvme-device", "m5-posted-msi"):
+        assert why.startswith("the p99 of nvme.ssd.latency was "), why
+        return
+    assert why is None, why
+
+
+def test_a_run_whose_halves_disagree_warns_of_it():
+    """A window read on a transient: GSIM's control law, which takes about 100 ms
+    to settle, measured 1 ms into the run (the rate), and the no-moderation
+    NVMe figure's tail in its file's 60 ms window (the p99: 17.3 ms read as the
+    published 17 ms, where the settled tail is 29.7 ms; a review)."""
+    hp = irqlab.SCENARIOS_DIR / "examples" / "m5-hardirq-percent.toml"
+    p = run_cli("run", hp, "--set", "warmup=1ms", "--set", "duration=21ms")
+    assert_ok(p)
+    (w,) = warnings(p)
+    assert "nvme.ssd.iops was " in w and "in the first half of the measured window and " in w, w
+    assert w.endswith("the run had not settled; lengthen warmup (and duration with it)"), w
+    p = run_cli("run", hp, "--set", "warmup=100ms", "--set", "duration=150ms")
+    assert_ok(p)
+    assert warnings(p) == [], p.stderr
+
+
+def _halves(p99: float, first_p99: float, count: int, iops: float = 1e6, first_iops: float = 1e6) -> dict:
+    hist = {"count": count, "p99": p99}
+    return {
+        "metrics": {"nvme.ssd.iops": iops},
+        "histograms": {"nvme.ssd.latency": hist},
+        "first_half": {
+            "metrics": {"nvme.ssd.iops": first_iops},
+            "histograms": {"nvme.ssd.latency": {"count": count // 2, "p99": first_p99}},
+        },
+    }
+
+
+def test_the_halves_rule_reads_the_tail_only_on_enough_completions():
+    assert summary.unsettled_halves(_halves(17.3e6, 16.2e6, 200_000)) is not None
+    assert summary.unsettled_halves(_halves(17.3e6, 17.0e6, 200_000)) is None
+    # 999 completions in the first half: a p99 of ten samples, noise, not a trend.
+    assert summary.unsettled_halves(_halves(17.3e6, 10e6, 1_998)) is None
+    assert summary.unsettled_halves(_halves(17.3e6, 10e6, 2_000)) is not None
+    # The rate: halves of 1.00 M and 1.03 M (+3 %) differ, 1.00 and 1.01 do not.
+    assert summary.unsettled_halves(_halves(1.0, 1.0, 10, iops=1.015e6, first_iops=1e6)) is not None
+    assert summary.unsettled_halves(_halves(1.0, 1.0, 10, iops=1.005e6, first_iops=1e6)) is None
+    assert summary.unsettled_halves({"metrics": {}, "histograms": {}}) is None
+
+
+def test_the_summary_says_what_a_nic_dropped_and_what_posted_msi_counts():
+    m = {
+        "nic.vf0.goodput_gbps": 3.0,
+        "nic.vf1.goodput_gbps": 4.0,
+        "nic.vf0.drop_share": 0.5,
+        "nic.vf0.offered_pkts_per_s": 3e6,
+        "nic.vf1.drop_share": 0.0,
+        "nic.vf1.offered_pkts_per_s": 1e6,
+        "interrupts_per_s": 5.07e6,
+        "posted_msi.notifications_per_s": 2.47e6,
+    }
+    rows = {r.label: r for r in summary.summary_rows({"metrics": m, "histograms": {}})}
+    # Dropped frames over offered ones, the VFs together: 1.5 M of 4 M.
+    assert rows["dropped"].value == "37.5 % of offered frames (over 2)", rows["dropped"]
+    assert rows["interrupts"].value == "5.07 M/s, of which 2.47 M/s posted-MSI notifications", rows["interrupts"]
+    m.update({"nic.vf0.drop_share": 0.0})
+    del m["posted_msi.notifications_per_s"]
+    rows = {r.label: r for r in summary.summary_rows({"metrics": m, "histograms": {}})}
+    assert "dropped" not in rows and rows["interrupts"].value == "5.07 M/s"
 
 
 def test_human_units():

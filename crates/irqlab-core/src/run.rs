@@ -147,6 +147,8 @@ struct Json<'a> {
     tables: &'a BTreeMap<String, crate::engine::stats::Table>,
     #[serde(skip_serializing_if = "<[String]>::is_empty")]
     warnings: &'a [String],
+    #[serde(skip_serializing_if = "Option::is_none")]
+    first_half: Option<&'a crate::engine::stats::Half>,
 }
 
 /// The `--json` shape shared by every command.
@@ -160,6 +162,7 @@ pub fn to_json(sc: &Scenario, out: &RunOutput) -> String {
         series: &out.report.series,
         tables: &out.report.tables,
         warnings: &out.report.warnings,
+        first_half: out.report.first_half.as_deref(),
     })
     .expect("reports serialize (non-finite numbers are avoided upstream)")
 }
@@ -175,4 +178,25 @@ pub(crate) fn run_audited(toml: &str, sets: &[&str]) -> RunOutput {
     assert_eq!(out.audit.time_reversals, 0, "{sets:?}");
     assert_eq!(out.audit.double_deliveries, 0, "{sets:?}");
     out
+}
+
+#[cfg(test)]
+mod tests {
+    /// The run reports the first half of its measured window beside the whole
+    /// (the front end's settle check): about half the work, no per-CPU rows.
+    /// That taking it changes nothing the run does is what
+    /// tests/test_reference.py checks on every bundled scenario, byte for byte.
+    #[test]
+    fn the_first_half_of_the_window_is_reported_beside_the_whole() {
+        let toml = "name = \"h\"\nduration = \"20ms\"\nwarmup = \"2ms\"\nseed = 3\n[platform]\ncpus = 2\n\
+                    [[source]]\nname = \"q\"\ncount = 4\nrate = \"50k/s\"\ncpus = [0, 1]\nhandler = \"1us\"\n";
+        let out = super::run_audited(toml, &[]);
+        let half = out.report.first_half.as_deref().expect("a first half");
+        let (a, whole) = (half.metrics["interrupts"], out.report.metrics["interrupts"]);
+        assert!((a / whole - 0.5).abs() < 0.03, "{a} of {whole}");
+        assert!((half.metrics["sim_s"] - 0.009).abs() < 1e-9, "{}", half.metrics["sim_s"]);
+        assert!(half.histograms["irq_latency"].count > 0);
+        assert!(!half.metrics.keys().any(|k| k.starts_with("cpu0.")), "per-CPU metrics stay out");
+        assert!(super::to_json(&crate::load(toml, "h.toml", &[]).unwrap(), &out).contains("\"first_half\":{"));
+    }
 }

@@ -4,7 +4,7 @@
 //! tracing and the time audit behave the same in every model.
 
 use super::sim::{Model, RunControl, Scheduler};
-use super::stats::Report;
+use super::stats::{Half, Report};
 use super::time::Ps;
 use super::trace::{TraceBounds, Tracer};
 
@@ -77,9 +77,15 @@ pub fn run_stoppable<M: Protocol>(
     if span.warmup > 0 {
         m.reset(span.warmup);
     }
+    // Reporting changes no state a later event reads (it brings time
+    // accounting up to `mid`, as the next event would): the run stays the same.
+    let mid = span.warmup + span.end.saturating_sub(span.warmup) / 2;
+    s.run_until(&mut m, mid);
+    let first_half = (!s.stopped()).then(|| Box::new(Half::of(m.report(mid, s.events()))));
     s.run_until(&mut m, span.end);
     let now = s.now();
     let mut report = m.report(now, s.events());
+    report.first_half = first_half;
     let (audit, tracer) = m.finish(now);
     if let Some(t) = tracer.capped_at() {
         report.warn(format!(

@@ -191,6 +191,26 @@ pub struct Report {
     pub tables: BTreeMap<String, Table>,
     /// What the run could do but a user would not expect (the CLI prints each on stderr).
     pub warnings: Vec<String>,
+    /// The same report over the first half of the measured window (`Half`).
+    pub first_half: Option<Box<Half>>,
+}
+
+/// A run's metrics and histograms over the first half of its measured window,
+/// against which the whole window's tell whether it had settled: a rate whose
+/// halves differ, or a tail still growing, was read on a transient (the front
+/// end warns). Per-CPU metrics (`cpuN.`) are left out: the whole window's
+/// table has them, and a 2,048-CPU run would double its output.
+#[derive(Clone, Debug, Default, Serialize)]
+pub struct Half {
+    pub metrics: BTreeMap<String, f64>,
+    pub histograms: BTreeMap<String, Summary>,
+}
+
+impl Half {
+    pub fn of(r: Report) -> Half {
+        let per_cpu = |k: &str| k.strip_prefix("cpu").is_some_and(|t| t.starts_with(|c: char| c.is_ascii_digit()));
+        Half { metrics: r.metrics.into_iter().filter(|(k, _)| !per_cpu(k)).collect(), histograms: r.histograms }
+    }
 }
 
 impl Report {

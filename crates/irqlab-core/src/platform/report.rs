@@ -189,7 +189,7 @@ impl<P: Parts> Machine<P> {
             r.metric("fabric.msis_in_flight", in_fabric as f64);
             r.histogram("fabric_wait", &self.fabric.wait);
         }
-        r.series = std::mem::take(&mut self.series);
+        r.series = self.series.clone(); // a copy: the first half's report (`protocol`) is not the last
         r
     }
 }
