@@ -8,6 +8,7 @@
 
 use super::time::{Ps, PS_PER_NS};
 use prost::Message;
+use std::collections::{HashMap, HashSet};
 use std::io::Write;
 use std::path::Path;
 
@@ -107,6 +108,14 @@ pub struct Tracer {
     tracks: Vec<TrackState>,
     /// The first event in the window refused for the cap.
     capped_at: Option<Ps>,
+    /// Flows whose start was recorded and that no slice has ended yet: a
+    /// slice ends only those, so a window or the cap that cut a flow's start
+    /// (an MSI before `trace.start`) leaves no end without a start, which
+    /// trace_processor counts as an error (`flow_end_without_start`).
+    open_flows: HashSet<u64>,
+    /// Flows merged into another (a write that found its interrupt already
+    /// pending): the slice that ends the one it merged into ends them too.
+    merged: HashMap<u64, Vec<u64>>,
 }
 
 /// Encoded bytes held before a streaming tracer writes them out.
@@ -123,6 +132,8 @@ impl Tracer {
             error: None,
             tracks: Vec::new(),
             capped_at: None,
+            open_flows: HashSet::new(),
+            merged: HashMap::new(),
         }
     }
 
@@ -198,7 +209,8 @@ impl Tracer {
         });
     }
 
-    /// Opens a slice; `flow_end` terminates a flow begun by [`Tracer::instant`].
+    /// Opens a slice; `flow_end` terminates a flow begun by [`Tracer::instant`]
+    /// (and the flows merged into it), if its start was recorded.
     pub fn begin(&mut self, t: Ps, track: TrackId, category: &'static str, name: &str, flow_end: Option<u64>) {
         if !self.enabled {
             return;
@@ -206,6 +218,14 @@ impl Tracer {
         let rec = self.admits(t);
         let uuid = self.tracks[track.0 as usize].uuid;
         self.tracks[track.0 as usize].open.push(rec);
+        let mut ends = Vec::new();
+        if let Some(id) = flow_end {
+            for f in std::iter::once(id).chain(self.merged.remove(&id).unwrap_or_default()) {
+                if self.open_flows.remove(&f) {
+                    ends.push(f);
+                }
+            }
+        }
         if rec {
             self.emit(
                 t,
@@ -214,10 +234,26 @@ impl Tracer {
                     track_uuid: Some(uuid),
                     categories: vec![category.to_string()],
                     name: Some(name.to_string()),
-                    terminating_flow_ids: flow_end.into_iter().collect(),
+                    terminating_flow_ids: ends,
                     ..Default::default()
                 },
             );
+        }
+    }
+
+    /// Flow `flow` (a write) merged into flow `into` (the interrupt it found
+    /// pending): the slice that ends `into` ends it too, so its arrow reaches
+    /// the handler that served it instead of stopping nowhere.
+    pub fn merge_flow(&mut self, into: u64, flow: u64) {
+        if !self.enabled {
+            return;
+        }
+        // With what had merged into `flow` (a write into a physical interrupt
+        // that then merged into the pending virtual one, say).
+        let mut moved: Vec<u64> = self.open_flows.contains(&flow).then_some(flow).into_iter().collect();
+        moved.extend(self.merged.remove(&flow).unwrap_or_default());
+        if !moved.is_empty() {
+            self.merged.entry(into).or_default().extend(moved);
         }
     }
 
@@ -241,6 +277,7 @@ impl Tracer {
             return;
         }
         let uuid = self.tracks[track.0 as usize].uuid;
+        self.open_flows.extend(flow_start);
         self.emit(
             t,
             TrackEvent {
@@ -339,13 +376,44 @@ mod tests {
         let mut tr = Tracer::new(TraceBounds { start: 10_000, end: 20_000, max_events: 100 });
         let cpu = tr.track("cpu0", None);
         tr.begin(5_000, cpu, "task", "early", None);
+        tr.instant(11_000, cpu, "msi", "q0", Some(7));
         tr.begin(12_000, cpu, "hardirq", "in", Some(7));
         tr.end(13_000, cpu);
         tr.end(25_000, cpu);
         let t = decode(&tr.finish(30_000).unwrap().unwrap());
         let evs: Vec<&TrackEvent> = t.packet.iter().filter_map(|p| p.track_event.as_ref()).collect();
-        assert_eq!(evs.len(), 2);
-        assert_eq!(evs[0].terminating_flow_ids, vec![7]);
+        assert_eq!(evs.len(), 3);
+        assert_eq!(evs[1].terminating_flow_ids, vec![7]);
+    }
+
+    /// Every flow a slice ends was started in the trace, once: a start the
+    /// window cut, a second end of the same flow and an end with no start at
+    /// all are left out; flows merged into one end with it.
+    #[test]
+    fn slices_end_only_flows_the_trace_started_and_merged_flows_end_together() {
+        let mut tr = Tracer::new(TraceBounds { start: 10_000, end: 100_000, max_events: 100 });
+        let cpu = tr.track("cpu0", None);
+        tr.instant(5_000, cpu, "msi", "before the window", Some(1));
+        tr.instant(11_000, cpu, "msi", "a", Some(2));
+        tr.instant(12_000, cpu, "msi", "merged into a", Some(3));
+        tr.instant(13_000, cpu, "msi", "c", Some(4));
+        tr.instant(14_000, cpu, "msi", "merged into c", Some(5));
+        tr.merge_flow(4, 5);
+        tr.merge_flow(2, 3);
+        tr.merge_flow(2, 4); // c, and 5 with it, merged into a
+        for (t, flow) in [(20_000, 1), (30_000, 2), (40_000, 2), (50_000, 99)] {
+            tr.begin(t, cpu, "hardirq", "h", Some(flow));
+            tr.end(t + 1_000, cpu);
+        }
+        let t = decode(&tr.finish(200_000).unwrap().unwrap());
+        let ends: Vec<Vec<u64>> = t
+            .packet
+            .iter()
+            .filter_map(|p| p.track_event.as_ref())
+            .filter(|e| e.r#type == Some(SLICE_BEGIN))
+            .map(|e| e.terminating_flow_ids.clone())
+            .collect();
+        assert_eq!(ends, vec![vec![], vec![2, 3, 4, 5], vec![], vec![]]);
     }
 
     #[test]

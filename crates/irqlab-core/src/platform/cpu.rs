@@ -252,6 +252,11 @@ pub struct Cpu {
     /// its current halt began (`hypervisor.guest_idle = "hlt"`).
     pub halt_poll: Ps,
     pub halt_since: Ps,
+    /// Kept only when tracing: `(src, vector, flow)` when the handler of
+    /// interrupt `src`'s top frame runs another vector's handler in its current
+    /// step (a posted-MSI notification's `call_irq_handler`), so that the trace
+    /// names the step by that vector and ends its MSI's flow there.
+    pub demux: Option<(u32, u32, u64)>,
     /// When a frame last popped here (kept under pseudo-NMI only): an IRQ
     /// pushed over the idle frame at that instant was pending as the previous
     /// one returned, and is taken before the idle loop reaches `wfi`.
@@ -293,6 +298,7 @@ impl Cpu {
             vtrack,
             halt_poll: 0,
             halt_since: 0,
+            demux: None,
             popped_at: 0,
         }
     }

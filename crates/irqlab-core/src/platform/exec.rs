@@ -51,12 +51,27 @@ impl<P: Parts> Machine<P> {
             if left == NEVER && (self.idle_work(s, c) || self.guest_halt(s, c)) {
                 continue;
             }
+            if self.tracer.on() {
+                self.resume_guest_slice(s.now(), c);
+            }
             let cpu = &mut self.cpus[c];
             cpu.started = s.now();
             if left != NEVER {
                 cpu.timer = Some(s.timer_after(left, Ev::Done(c as u32)));
             }
             return;
+        }
+    }
+
+    /// A guest frame that runs again after the host ran over it (`push_frame`
+    /// ended its slice) opens a new one. Here, once nothing pending takes the
+    /// CPU at this instant, rather than when the host's frame pops: a VM entry
+    /// followed at once by the next exit made a slice of no length.
+    #[cold]
+    fn resume_guest_slice(&mut self, now: crate::engine::Ps, c: usize) {
+        let top = *self.cpus[c].top();
+        if top.level == Level::Guest && !top.traced {
+            self.cpus[c].top_mut().traced = self.trace_begin(now, c, &top);
         }
     }
 
@@ -90,6 +105,18 @@ impl<P: Parts> Machine<P> {
         debug_assert!(self.cpus[c].timer.is_none(), "push over a running frame on cpu {c}: {:?} <- {f:?}", self.cpus[c].stack);
         let now = s.now();
         self.cpus[c].account(now);
+        if self.tracer.on() && f.level == Level::Host && self.cpus[c].stack.last().is_some_and(|t| t.level == Level::Guest) {
+            // The guest stops while the host runs (a VM exit): its slices, on
+            // the vCPU's own track, end here and start again as each guest
+            // frame runs on (`run_top`), or they would read as guest time
+            // through the exit.
+            let cpu = &mut self.cpus[c];
+            for g in cpu.stack.iter_mut().rev().take_while(|g| g.level == Level::Guest) {
+                if std::mem::take(&mut g.traced) {
+                    self.tracer.end(now, cpu.vtrack);
+                }
+            }
+        }
         f.traced = self.trace_begin(now, c, &f);
         self.cpus[c].stack.push(f);
     }
@@ -190,14 +217,14 @@ impl<P: Parts> Machine<P> {
         if !self.tracer.on() || f.left == 0 || f.work == Work::Idle {
             return false;
         }
-        let (cat, name, flow) = self.label(f);
+        let (cat, name, flow) = self.label(c, f);
         let track = self.track_of(c, f.level);
         self.tracer.begin(now, track, cat, &name, flow);
         true
     }
 
     /// Trace category and name of a frame's phase (only computed when tracing).
-    fn label(&self, f: &Frame) -> (&'static str, String, Option<u64>) {
+    fn label(&self, c: usize, f: &Frame) -> (&'static str, String, Option<u64>) {
         use crate::platform::cpu::{HypPhase as H, IrqPhase as I, TaskPhase as T};
         match f.work {
             Work::Idle => ("idle", "idle".into(), None),
@@ -215,6 +242,9 @@ impl<P: Parts> Machine<P> {
             Work::Irq { src, phase } => match phase {
                 I::Entry => ("hardirq", "irq entry".into(), None),
                 I::Handler => {
+                    if let Some((_, vector, flow)) = self.cpus[c].demux.filter(|d| d.0 == src) {
+                        return ("hardirq", format!("{} handler", self.source_name(vector)), Some(flow));
+                    }
                     let s = &self.srcs[src as usize];
                     let name = s.handler_name.clone().unwrap_or_else(|| format!("{} handler", self.source_name(src)));
                     ("hardirq", name, Some(f.flow))

@@ -59,6 +59,9 @@ impl<P: Parts> Machine<P> {
         if src.vpending {
             src.vevents += events;
             self.n.vmerged += 1;
+            if self.tracer.on() {
+                self.tracer.merge_flow(src.vflow, flow);
+            }
             return false;
         }
         src.vpending = true;

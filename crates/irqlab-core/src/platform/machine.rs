@@ -231,6 +231,10 @@ pub struct Machine<P> {
     pub irq_exit: Ps,
     pub msi_tracks: Vec<TrackId>,
     pub backlog_track: Option<TrackId>,
+    /// When the backlog last written to `backlog_track` has drained: the
+    /// counter is written at MSI writes only, so the next one first writes
+    /// the 0 it fell to then (else the UI holds the value until that write).
+    pub backlog_drained: Ps,
     pub warmup: Ps,
     pub end: Ps,
     pub interval: Ps,
@@ -394,6 +398,7 @@ impl<P: Parts> Machine<P> {
             irq_exit,
             msi_tracks,
             backlog_track,
+            backlog_drained: 0,
             warmup,
             end,
             interval: sc.stats.series_interval.map(|t| t.ps()).unwrap_or((span / 100).max(1)),
@@ -525,6 +530,9 @@ impl<P: Parts> Machine<P> {
         if src.pending || src.sw_pending {
             src.events += 1;
             self.n.merged += 1;
+            if self.tracer.on() {
+                self.tracer.merge_flow(src.flow, flow);
+            }
             return;
         }
         if src.posted_to != NOT_POSTED {

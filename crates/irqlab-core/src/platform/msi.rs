@@ -42,7 +42,11 @@ impl<P: Parts> Machine<P> {
                     Some(p) => p.backlog(now),
                     None => self.fabric.backlog(now),
                 };
+                if self.backlog_drained < now {
+                    self.tracer.counter(self.backlog_drained, t, 0.0);
+                }
                 self.tracer.counter(now, t, ahead as f64 / 1e3);
+                self.backlog_drained = now + ahead;
             }
         }
         if let Some(p) = self.paths.get_mut(sk as usize) {

@@ -212,6 +212,7 @@ impl Component for PostedMsi {
 /// the scan's length. The handlers of the vectors it took run after it, one
 /// by one, in vector order (`handler_continue`).
 fn pass<P: Has<PostedMsi>>(m: &mut Machine<P>, c: usize) -> Ps {
+    m.cpus[c].demux = None;
     let me = m.parts.get();
     me.passes += 1;
     let mut pir = std::mem::take(&mut me.cpus[c].pir);
@@ -247,6 +248,10 @@ fn run_one<P: Has<PostedMsi>>(m: &mut Machine<P>, s: &mut Scheduler<Ev>, c: usiz
         return m.c.msix_mask;
     }
     m.note_delivery(flow, events);
+    if m.tracer.on() {
+        let n = m.parts.get_ref().notify_src[c];
+        m.cpus[c].demux = Some((n, i, flow));
+    }
     m.parts.get().handlers += 1;
     m.parts.get().cpus[c].running = Some(i);
     m.handler_start(s, c, i, Level::Host, raised)
