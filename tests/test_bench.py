@@ -5,8 +5,10 @@ from __future__ import annotations
 
 import json
 
+import pytest
+
 import irqlab
-from helpers import assert_ok, run_cli
+from helpers import assert_ok, assert_user_error, run_cli
 
 
 def test_bench_reports_positive_speed_metrics(tmp_path):
@@ -106,3 +108,11 @@ def test_bench_counts_a_warm_up_scenario_over_the_whole_run(tmp_path):
     assert m["interrupts"] == whole["metrics"]["interrupts"], "counted after the 90 ms warm-up only"
     rate = m["interrupts"] / 0.1  # per simulated second
     assert abs(m["interrupts_per_wall_s"] / (m["sim_s_per_wall_s"] * rate) - 1) < 1e-9, m
+
+
+@pytest.mark.parametrize("value", ["Infinity", "true"])
+def test_a_peer_rate_that_is_not_a_finite_number_is_refused(value):
+    """Infinity went into --json as invalid JSON; true counted as 1 (a review)."""
+    peer = f"echo '{{\"interrupts_per_wall_s\": {value}}}'"
+    p = run_cli("bench", "--peer", peer)
+    assert_user_error(p, "--peer")

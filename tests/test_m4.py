@@ -86,6 +86,8 @@ def test_order_search_beyond_exhaustive_is_a_local_search() -> None:
         (["run", FIG, "--set", "source.0.name=x"], ["source"]),
         (["run", FIG, "--set", "kvm.lvtpc=extint"], ["kvm.lvtpc"]),
         (["kvm-order", FIG, "--requests", "PMU,WHAT"], ["--requests WHAT", "unknown request"]),
+        # It said "name at least two different requests" beside two different ones.
+        (["kvm-order", FIG, "--requests", "SMI,SMI,NMI"], ["--requests SMI", "given twice"]),
         (["kvm-order", irqlab.SCENARIOS_DIR / "examples" / "md1-queue.toml"], ["no [kvm] section"]),
     ],
 )

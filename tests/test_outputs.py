@@ -189,3 +189,20 @@ def test_a_full_stdout_is_one_line_not_a_traceback(small):
             )
         assert p.returncode == 1, p.stderr
         assert p.stderr.strip().splitlines() == ["error: cannot write the output: No space left on device"], p.stderr
+
+
+def test_an_endless_scenario_file_is_one_line_not_all_of_memory(tmp_path):
+    """/dev/zero was read whole: 24 GB and the OOM killer (a review)."""
+    p = run_cli("validate", "/dev/zero", timeout=60)
+    assert_user_error(p, "/dev/zero: more than 64 MB")
+
+
+def test_set_from_keeps_a_whole_number_whole_and_refuses_infinity(small, tmp_path):
+    counts = tmp_path / "counts.json"
+    counts.write_text('{"metrics": {"queues": 3, "big": Infinity}}')
+    out = tmp_path / "r.json"
+    # 3.0 was refused by a count ("expected a whole number").
+    assert_ok(run_cli("run", small, "--set-from", f"{counts}:queues=source.0.count", "--json", out))
+    assert json.loads(out.read_text())["provenance"]["scenario"]["source"][0]["count"] == 3
+    p = run_cli("run", small, "--set-from", f"{counts}:big=source.0.rate")
+    assert_user_error(p, "metric 'big' is inf, expected a finite number")

@@ -291,3 +291,13 @@ def test_the_bundled_report_has_each_mechanism_s_plots_and_a_trace_per_figure(bu
     events = sum(1 for pk in t.packet if pk.HasField("track_event"))
     # At most the cap, slice ends of recorded slices aside (so at most twice it).
     assert 0 < events <= 2 * TRACE_MAX_EVENTS
+
+
+def test_a_report_over_an_earlier_one_keeps_no_trace_of_a_figure_it_lacks(figures, tmp_path):
+    """A second report into the same --out left the first one's trace of a
+    figure it did not run beside its own page, linked from nothing (a review)."""
+    out = tmp_path / "report"
+    assert_ok(run_cli("reproduce", "--figures", figures, "--only", "good", "--out", out))
+    (out / "trace-bad.pftrace").write_bytes(b"an earlier report's")
+    assert_ok(run_cli("reproduce", "--figures", figures, "--only", "good", "--out", out))
+    assert sorted(p.name for p in out.glob("trace-*.pftrace")) == ["trace-good.pftrace"]

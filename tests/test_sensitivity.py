@@ -144,6 +144,9 @@ def test_tornado_puts_the_largest_change_first() -> None:
         (["--param", "fabric.msi_write", "--factor", "1e300"], ["--factor '1e300'", "from 0.001 to 1000"]),
         (["--param", "fabric.msi_write", "--metric", "nosuch"], ["--metric nosuch", "interrupts_per_s"]),
         (["--param", "fabric.msi_write", "--workers", "0"], ["--workers 0"]),
+        # A value the factors leave as it was read as "+0.00 %", insensitive (a review).
+        (["--param", "cpu.sgi_latency", "--factor", "2"], ["--param cpu.sgi_latency", "0 ps x 2 is 0 ps again"]),
+        (["--param", "platform.cpus", "--factor", "1.2"], ["--param platform.cpus", "2 x 1.2 is 2 again"]),
     ],
 )
 def test_bad_input_is_one_line(small: Path, args: list[str], needles: list[str]) -> None:
@@ -205,7 +208,8 @@ def test_the_table_names_each_parameter_and_change() -> None:
     p = run_cli("sensitivity", NVME, *args)
     assert_ok(p)
     assert "nvme.0.per_cqe" in p.stdout and "600 ns" in p.stdout and "interrupts_per_s" in p.stdout
-    assert "%" in p.stdout and p.stderr == ""
+    # (Nothing on stderr but that the short window leaves the NVMe tail unsettled.)
+    assert "%" in p.stdout and all(ln.startswith("warning: the p99 of") for ln in p.stderr.splitlines()), p.stderr
     # Values in their units, as `run` shows them: a rate as 1.23 M/s, a latency as 4.56 ms.
     args = ["--param", "nvme.0.per_cqe", "--factor", "2", "--metric", "interrupts_per_s"]
     args += ["--metric", "nvme.ssd.latency.p99"]

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import contextlib
 import json
+import math
 import os
 import re
 import secrets
@@ -131,6 +132,21 @@ def _not_found(origin: str) -> UserError:
     )
 
 
+#: The most a scenario or `--set-from` file may hold. Bundled scenarios are a
+#: few KB; /dev/zero or a mistaken multi-GB file was read whole (24 GB, until
+#: the OOM killer ended it, with SIGTERM unheard meanwhile; a review).
+MAX_INPUT_BYTES = 64 << 20
+
+
+def read_text_capped(p: Path, what: str) -> str:
+    """The UTF-8 text of `p`, refused (one line naming `what`) past `MAX_INPUT_BYTES`."""
+    with p.open("rb") as f:
+        data = f.read(MAX_INPUT_BYTES + 1)
+    if len(data) > MAX_INPUT_BYTES:
+        raise UserError(f"{what}: more than {MAX_INPUT_BYTES >> 20} MB, expected a file of at most that")
+    return data.decode("utf-8")
+
+
 def read_scenario(path: str | os.PathLike[str]) -> tuple[str, str]:
     """Return (text, origin) of a scenario file, or raise UserError saying why not.
     A relative path that does not exist may name a bundled scenario
@@ -141,7 +157,7 @@ def read_scenario(path: str | os.PathLike[str]) -> tuple[str, str]:
         p, origin = b, str(b)
     note_input(p)
     try:
-        return p.read_text(encoding="utf-8"), origin
+        return read_text_capped(p, origin), origin
     except FileNotFoundError:
         raise _not_found(origin) from None
     except IsADirectoryError:
@@ -620,7 +636,7 @@ def set_from(specs: Sequence[str] | None) -> list[str]:
     for key, metric, path in _set_from_targets(specs):
         note_input(path)
         try:
-            doc = json.loads(Path(path).read_text(encoding="utf-8"))
+            doc = json.loads(read_text_capped(Path(path), f"--set-from {path}"))
         except OSError as e:
             raise UserError(f"--set-from {path}: cannot read it ({e.strerror})") from None
         except ValueError:
@@ -636,5 +652,9 @@ def set_from(specs: Sequence[str] | None) -> list[str]:
             known = ", ".join(numeric) or "(no numeric metrics)"
             raise UserError(f"--set-from {path}: no metric {metric!r}; it has: {known}")
         v = float(value)
-        out.append(f"{key}={v!r}ns" if metric.startswith("ns_") or metric.endswith("_ns") else f"{key}={v!r}")
+        if not math.isfinite(v):
+            raise UserError(f"--set-from {path}: metric {metric!r} is {v}, expected a finite number")
+        # A whole number stays one (3, not 3.0, which a count refuses).
+        text = str(int(v)) if v.is_integer() and abs(v) < 2**53 else repr(v)
+        out.append(f"{key}={text}ns" if metric.startswith("ns_") or metric.endswith("_ns") else f"{key}={text}")
     return out

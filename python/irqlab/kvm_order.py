@@ -141,7 +141,9 @@ def search(
     for r in chosen:
         if r not in names:
             raise UserError(f"--requests {r}: unknown request, expected some of {', '.join(names)}")
-    if len(set(chosen)) != len(chosen) or len(chosen) < 2:
+    if (twice := next((r for i, r in enumerate(chosen) if r in chosen[:i]), None)) is not None:
+        raise UserError(f"--requests {twice}: given twice, expected each request once")
+    if len(chosen) < 2:
         raise UserError("--requests: name at least two different requests")
 
     def run_all(orders: list[list[str]]) -> list[Evaluated]:

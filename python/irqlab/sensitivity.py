@@ -202,9 +202,17 @@ def variations(scenario: dict[str, Any], params: Sequence[str], factors: Sequenc
         v = current_value(scenario, p)
         for f in factors:
             try:
-                out.append(Variation(p, f, v, scale_value(v, f)))
+                new = scale_value(v, f)
             except ValueError as e:
                 raise UserError(f"--param {p}: {e}; expected a numeric key like fabric.msi_write") from None
+            # A 0 (a cost left at its default), or a count that rounds back: a row
+            # of +0.00 % would read as "insensitive" where nothing was varied.
+            if new == v:
+                raise UserError(
+                    f"--param {p}: {shown(v)} x {f:g} is {shown(new)} again, so its row would vary nothing; "
+                    "expected a parameter whose value the factors change"
+                )
+            out.append(Variation(p, f, v, new))
     return out
 
 

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import math
 import resource
 import shlex
 import subprocess
@@ -127,11 +128,15 @@ def _run_peer(argv: list[str], shown: str) -> float:
         last = (p.stderr.strip().splitlines() or ["no output"])[-1]
         raise UserError(f"--peer {shown}: exit {p.returncode}: {one_line(last)}")
     try:
-        rate = float(json.loads(p.stdout)["interrupts_per_wall_s"])
+        raw = json.loads(p.stdout)["interrupts_per_wall_s"]
+        if isinstance(raw, bool):  # JSON true is not a rate (float(True) is 1)
+            raise TypeError(raw)
+        rate = float(raw)
     except (ValueError, KeyError, TypeError):
         raise UserError(f"--peer {shown}: expected JSON with interrupts_per_wall_s on stdout") from None
-    if not rate > 0:
-        raise UserError(f"--peer {shown}: interrupts_per_wall_s {rate}: expected above 0")
+    # (Infinity, which Python's json reads, would go into --json as invalid JSON.)
+    if not (rate > 0 and math.isfinite(rate)):
+        raise UserError(f"--peer {shown}: interrupts_per_wall_s {rate}: expected a finite number above 0")
     return rate
 
 

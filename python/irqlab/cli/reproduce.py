@@ -82,6 +82,12 @@ def reproduce(
     )
     outputs: list[tuple[Path, bytes | str]] = [(out_dir / t["file"], t["data"]) for t in traces]
     write_all([*outputs, (out_dir / "figures.json", doc), (out_dir / "index.html", page)])
+    # An earlier report's traces of figures this one does not have would sit
+    # beside it, linked from nothing and read as this run's (a review).
+    ours = {t["file"] for t in traces}
+    for old in out_dir.glob("trace-*.pftrace"):
+        if old.name not in ours:
+            old.unlink(missing_ok=True)
 
     if not rows and not studies:
         err.print(
