@@ -128,6 +128,14 @@ CASES = [
         lambda s, d: ["whatif", "--exceptions-per-s", "-1"],
         ["--exceptions-per-s -1", "above 0"],
     ),
+    # Out of the core's time range: named by the option, not the generated scenario's key (a review).
+    (
+        "whatif-dispatch-huge",
+        lambda s, d: ["whatif", "--sdei-dispatch-ns", "1e30"],
+        ["--sdei-dispatch-ns 1e+30", "1 ps to about 104 days"],
+    ),
+    ("whatif-wedge-tiny", lambda s, d: ["whatif", "--wedge-ms", "1e-12"], ["--wedge-ms 1e-12", "1 ps to"]),
+    ("whatif-exceptions-tiny", lambda s, d: ["whatif", "--exceptions-per-s", "1e-30"], ["--exceptions-per-s 1e-30"]),
     ("measure-calls-huge", lambda s, d: ["measure", "syscall", "--calls", str(2**64)], ["--calls", "expected 1 to"]),
     ("record-duration-nan", lambda s, d: ["record", "--duration", "nan", "--out", d / "t.parquet"], ["--duration"]),
     ("record-duration-inf", lambda s, d: ["record", "--duration", "inf", "--out", d / "t.parquet"], ["--duration"]),

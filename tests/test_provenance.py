@@ -27,7 +27,7 @@ def test_a_run_carries_the_resolved_scenario_overrides_commit_and_statuses(tmp_p
     prov = json.loads(out.read_text())["provenance"]
     assert prov["irqlab"] == irqlab.__version__
     assert re.fullmatch(r"[0-9a-f]{40}(-dirty)?|unknown", prov["commit"])
-    assert prov["overrides"] == ["task.0.per_op=167.0ns", "duration=3ms", "warmup=1ms", "cpu.ghz=3.0"]
+    assert prov["overrides"] == ["task.0.per_op=167ns", "duration=3ms", "warmup=1ms", "cpu.ghz=3.0"]
     # The scenario as run: overrides applied, defaults filled in.
     assert prov["scenario"]["cpu"]["ghz"] == 3.0 and prov["scenario"]["task"][0]["per_op"] == "167ns"
     st = prov["parameters"]

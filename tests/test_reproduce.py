@@ -301,3 +301,7 @@ def test_a_report_over_an_earlier_one_keeps_no_trace_of_a_figure_it_lacks(figure
     (out / "trace-bad.pftrace").write_bytes(b"an earlier report's")
     assert_ok(run_cli("reproduce", "--figures", figures, "--only", "good", "--out", out))
     assert sorted(p.name for p in out.glob("trace-*.pftrace")) == ["trace-good.pftrace"]
+
+
+def test_figures_that_name_a_file_say_it_is_not_a_directory(small):
+    assert_user_error(run_cli("reproduce", "--figures", small), "not a directory", "directory of figure scenarios")

@@ -32,7 +32,7 @@ def test_every_command_writes_the_same_shape(tmp_path: Path, small: Path) -> Non
         assert set(KEYS) <= set(d), (name, sorted(d))
         assert d["version"] == irqlab.__version__, name
     # run's document is the core's, plus where it comes from.
-    assert set(docs["run"]) == {*KEYS, "provenance"}
+    assert set(docs["run"]) == {*KEYS, "provenance", "first_half"}
 
 
 def test_document_refuses_to_overwrite_its_own_keys() -> None:

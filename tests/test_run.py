@@ -18,7 +18,11 @@ HIST_KEYS = {"count", "mean", "min", "max", "p50", "p90", "p99", "p99.9", "p99.9
 
 
 def check_result_shape(doc: dict) -> None:
-    assert set(doc) == TOP_KEYS
+    assert set(doc) == TOP_KEYS | {"first_half"}
+    # The first half of the measured window, for the settle check: metrics and histograms, no per-CPU rows.
+    half = doc["first_half"]
+    assert set(half) == {"metrics", "histograms"} and set(half["histograms"]) <= set(doc["histograms"])
+    assert set(half["metrics"]) <= set(doc["metrics"]) and not any(k.startswith("cpu0.") for k in half["metrics"])
     assert isinstance(doc["scenario"], str) and doc["scenario"]
     assert isinstance(doc["seed"], int) and not isinstance(doc["seed"], bool)
     assert doc["version"] == irqlab.__version__

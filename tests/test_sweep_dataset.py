@@ -504,3 +504,13 @@ def test_an_unreachable_ray_cluster_is_one_line(small, tmp_path):
         address = f"127.0.0.1:{silent.getsockname()[1]}"
         args[args.index("127.0.0.1:1")] = address
         assert_user_error(run_cli(*args, timeout=90), f"--address {address}", "not a Ray cluster")
+
+
+def test_resume_with_nothing_to_resume_runs_the_sweep_and_says_so(small, tmp_path):
+    """A misspelt --out with --resume reran everything without a word (a review);
+    a script that always passes --resume still works."""
+    out = tmp_path / "typo.parquet"
+    p = run_cli("sweep", small, "--grid", "seed=1,2", "--out", out, "--resume", "-q")
+    assert_ok(p)
+    assert f"note: --resume: nothing to resume at {out}; running the whole sweep" in p.stderr, p.stderr
+    assert out.is_file()

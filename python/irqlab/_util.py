@@ -152,6 +152,8 @@ def read_scenario(path: str | os.PathLike[str]) -> tuple[str, str]:
     A relative path that does not exist may name a bundled scenario
     (`bundled_scenario`): then that file is read, and its path is the origin."""
     origin = str(path)
+    if not origin.strip():
+        raise UserError("an empty scenario path: expected a scenario file (a path, or a bundled name)")
     p = Path(path)
     if not p.exists() and (b := bundled_scenario(p)) is not None:
         p, origin = b, str(b)

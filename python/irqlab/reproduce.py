@@ -48,6 +48,8 @@ class FigureRun:
 
 def figure_files(figdir: Path, only: Sequence[str] | None) -> list[Path]:
     """The figure scenarios to run, sorted by name, filtered by `--only` stems."""
+    if figdir.exists() and not figdir.is_dir():
+        raise UserError(f"{figdir}: not a directory, expected a directory of figure scenarios")
     if not figdir.is_dir():
         raise UserError(f"{figdir}: no such directory of figure scenarios")
     files = sorted(figdir.glob("*.toml"))

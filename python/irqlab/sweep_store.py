@@ -196,6 +196,7 @@ class Store:
         self._parts: dict[str, list[str]] = {}  # part name -> its point keys
         self._seq = 0
         self._complete_file = False  # --resume of a NAME.parquet that is already whole
+        self.nothing_to_resume = False  # --resume found no results at --out
         self._lock = threading.Lock()  # _rows, _names, _error
         self._io = threading.Lock()  # one flush at a time
         self._wake = threading.Event()
@@ -238,6 +239,10 @@ class Store:
             self._load_dataset()
         elif self.final is not None and _non_empty(self.final):
             self._load_final()
+        else:
+            # Nothing there: the sweep starts (a script may --resume every
+            # time), and the CLI says so, since a misspelt --out looks the same.
+            self.nothing_to_resume = True
 
     def _load_final(self) -> None:
         assert self.final is not None and self.dir is not None

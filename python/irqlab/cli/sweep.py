@@ -89,6 +89,9 @@ def sweep(
         warn = f"warning: {many}{plan.short[0]}: its runs may not settle; lengthen duration"
         err.print(warn, markup=False, soft_wrap=True)
     store = Store(plan, out_file, resume)
+    if store.nothing_to_resume:
+        note = f"note: --resume: nothing to resume at {out_file}; running the whole sweep"
+        err.print(note, markup=False, soft_wrap=True)
     try:
         todo = [p for p in plan.points if p.key not in store.done]
         failed: list[tuple[sweeps.Point, str, str]] = []

@@ -12,6 +12,16 @@ from .._util import UserError
 from . import SeedOpt, app, check_seed, output_file, summary, user_errors
 from .render import fmt, out, to_stdout, write_json
 
+#: What the core can hold as a time: 1 ps to about 104 days (here in ns). An
+#: option out of it was refused by the core against the generated scenario's
+#: keys ("whatif.json: cpu.sdei.dispatch: too long"), not the option (a review).
+_MIN_NS, _MAX_NS = 1e-3, 9e15
+
+
+def _time_ok(opt: str, given: float, ns: float, expected: str = "0 or a time from 1 ps to about 104 days") -> None:
+    if ns != 0 and not (_MIN_NS <= ns <= _MAX_NS):
+        raise UserError(f"{opt} {given:g}: expected {expected}")
+
 
 def _floats(opt: str, text: str) -> list[float]:
     try:
@@ -84,6 +94,15 @@ def whatif(
             raise UserError(f"{name} {v:g}: expected above 0")
         if v < 0:
             raise UserError(f"{name} {v:g}: expected at least 0")
+    _time_ok("--irq-handler-ns", irq_handler_ns, irq_handler_ns)
+    _time_ok("--sdei-signal-ns", sdei_signal_ns, sdei_signal_ns)
+    _time_ok("--wedge-ms", wedge_ms, wedge_ms * 1e6)
+    # One CPU's exceptions come one per 1/rate: that gap is a time too.
+    rates = f"a rate from {1e9 / _MAX_NS:.2g}/s to {1e9 / _MIN_NS:.0e}/s (one per 1 ps to about 104 days)"
+    _time_ok("--exceptions-per-s", exceptions_per_s, 1e9 / exceptions_per_s, rates)
+    dispatch = _floats("--sdei-dispatch-ns", sdei_dispatch_ns)
+    for d in dispatch:
+        _time_ok("--sdei-dispatch-ns", d, d)
     b = wi.Base.load(base or wi.DEFAULT_BASE)
     profile = wi.Profile(exceptions_per_s, irqs, irq_handler_ns)
     # Without --seed, seed 1 (the generated scenarios have no seed of their own);
@@ -94,7 +113,7 @@ def whatif(
     reach = wi.reachability(
         b,
         wedge_ms * 1e6,
-        _floats("--sdei-dispatch-ns", sdei_dispatch_ns),
+        dispatch,
         sdei_signal_ns,
         wi.CROSSCALL_HANDLER_NS,
         tput[0]["throughput_ratio"],

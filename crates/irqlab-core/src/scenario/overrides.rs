@@ -21,8 +21,12 @@ pub fn apply(root: &mut toml::Value, spec: &str) -> Result<(), String> {
                     return Ok(());
                 }
                 // An index into a list the file does not have: say so, not what
-                // serde would make of the table this would create ("expected a sequence").
-                if let Some(n) = keys.get(i + 1).and_then(|n| n.parse::<usize>().ok()).filter(|_| !t.contains_key(*k)) {
+                // serde would make of the table this would create ("expected a
+                // sequence"). Not for a top-level key the scenario does not know
+                // (`sourc.0.rate`): that goes on to serde's "unknown field", with
+                // the names it expects (it read "sourc has 0 entries").
+                let known = i > 0 || top_level_keys().iter().any(|x| x == k);
+                if let Some(n) = keys.get(i + 1).and_then(|n| n.parse::<usize>().ok()).filter(|_| known && !t.contains_key(*k)) {
                     let list = keys[..=i].join(".");
                     return Err(format!("{list} has 0 entries, no index {n} (the scenario has no [[{list}]])"));
                 }
@@ -42,6 +46,15 @@ pub fn apply(root: &mut toml::Value, spec: &str) -> Result<(), String> {
         };
     }
     unreachable!("the loop returns at the last key")
+}
+
+/// The scenario's top-level keys (the properties of its schema).
+fn top_level_keys() -> &'static [String] {
+    static KEYS: std::sync::OnceLock<Vec<String>> = std::sync::OnceLock::new();
+    KEYS.get_or_init(|| {
+        let root = schemars::schema_for!(super::Scenario);
+        root.schema.object.map(|o| o.properties.keys().cloned().collect()).unwrap_or_default()
+    })
 }
 
 /// A TOML value if the text is one (`3`, `true`, `"x"`, `[0, 1]`), else a bare string

@@ -73,6 +73,9 @@ fn overrides_reach_array_elements_and_report_bad_paths() {
     assert!(err_of(BASE, &["source.5.rate=1"]).contains("no index 5"));
     // A list the scenario does not have at all (it said "nvme: invalid type: map, expected a sequence").
     assert!(err_of(BASE, &["nvme.5.queues=2"]).contains("nvme has 0 entries, no index 5"));
+    // A misspelt list is an unknown key, with the names the scenario has (it read "sourc has 0 entries").
+    let e = err_of(BASE, &["sourc.0.rate=1/s"]);
+    assert!(e.contains("sourc: unknown field") && e.contains("source"), "{e}");
     assert!(err_of(BASE, &["name.x=1"]).contains("name is a string, not a table"));
     // A bad key or value from --set names the override, not only the file.
     assert!(err_of(BASE, &["nokey=1"]).starts_with("s.toml: --set nokey=1: nokey: unknown field"), "{}", err_of(BASE, &["nokey=1"]));
