@@ -349,6 +349,27 @@ def test_replay_says_what_the_scenarios_window_leaves_out() -> None:
     assert "warning" not in p.stderr
 
 
+def test_a_replay_counts_the_rows_it_skips_and_names_a_trace_without_entries(tmp_path: Path) -> None:
+    """Rows without a time were dropped without a word, and a trace with no
+    interrupt entry said "the trace has: no interrupts" (a review)."""
+    import pyarrow as pa
+    import pyarrow.parquet as pq
+
+    table = pq.read_table(BUNDLED)
+    times = table["time"].to_pylist()
+    holed = table.set_column(
+        table.column_names.index("time"), "time", pa.array([None] * 3 + times[3:], table.schema.field("time").type)
+    )
+    pq.write_table(holed, tmp_path / "holed.parquet")
+    p = run_cli("replay", tmp_path / "holed.parquet", "--scenario", REPLAY_DISK, "--json", "-")
+    assert_ok(p)
+    assert f"warning: 3 of {table.num_rows:,} rows of {tmp_path / 'holed.parquet'} have no time or no event" in p.stderr
+    bogus = table.set_column(table.column_names.index("event"), "event", pa.array(["bogus"] * table.num_rows))
+    pq.write_table(bogus, tmp_path / "bogus.parquet")
+    p = run_cli("replay", tmp_path / "bogus.parquet", "--scenario", REPLAY_DISK)
+    assert_user_error(p, 'no row has event = "entry"', "its events: bogus")
+
+
 def test_a_replay_records_its_provenance_and_what_set_from_measured(tmp_path: Path) -> None:
     """replay's JSON had no provenance, though real-hosts.md says --set-from goes there."""
     m = tmp_path / "m.json"

@@ -107,12 +107,22 @@ def replay(
     if not keys:
         raise UserError(f'{origin}: no [[source]] has replay = "IRQ name or number": nothing to replay')
     got, busiest = arrivals(table, keys, trace)
+    rows, usable, entries = _row_counts(table)
+    if not entries:
+        events = sorted({str(e) for e in table["event"].unique().to_pylist() if e is not None})[:8]
+        raise UserError(
+            f'{trace}: no row has event = "entry", the interrupt entries replay takes; '
+            f"its events: {', '.join(events) or 'none'}"
+        )
     if not got:
         raise UserError(
             f"{trace}: no recorded interrupt matches the scenario's replay sources ({', '.join(keys)}); "
             f"the trace has: {', '.join(busiest[:8]) or 'no interrupts'}"
         )
     warnings = outside_window(got, time_ns(scen.get("warmup", "0s")), time_ns(scen["duration"]))
+    if usable < rows:
+        # Dropped without a word until a review counted them.
+        warnings.insert(0, f"{rows - usable:,} of {rows:,} rows of {trace} have no time or no event and are skipped")
     try:
         ov = list(overrides)
         raw = in_worker(
@@ -130,6 +140,19 @@ def replay(
     # The core's own (as `run` prints them).
     warnings += res.get("warnings", [])
     return res, warnings
+
+
+def _row_counts(table: Any) -> tuple[int, int, int]:
+    """Rows, rows with a time and an event, and interrupt entries among those."""
+    import pyarrow as pa
+    import pyarrow.compute as pc
+
+    def count(mask: Any) -> int:
+        return int(pc.sum(pc.cast(mask, pa.int64())).as_py() or 0)
+
+    valid = pc.and_(pc.is_valid(table["time"]), pc.is_valid(table["event"]))
+    entry = pc.and_(valid, pc.fill_null(pc.equal(table["event"], "entry"), False))
+    return table.num_rows, count(valid), count(entry)
 
 
 def outside_window(got: dict[str, list[int]], warmup_ns: float, duration_ns: float) -> list[str]:
