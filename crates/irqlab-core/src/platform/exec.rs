@@ -105,7 +105,17 @@ impl<P: Parts> Machine<P> {
         debug_assert!(self.cpus[c].timer.is_none(), "push over a running frame on cpu {c}: {:?} <- {f:?}", self.cpus[c].stack);
         let now = s.now();
         self.cpus[c].account(now);
-        if self.tracer.on() && f.level == Level::Host && self.cpus[c].stack.last().is_some_and(|t| t.level == Level::Guest) {
+        // (Tested here, so that an untraced run does not call out for each push.)
+        f.traced = self.tracer.on() && self.trace_push(now, c, &f);
+        self.cpus[c].stack.push(f);
+    }
+
+    /// Traces a push of `f`: opens its slice, after ending the guest's if
+    /// the host runs over it.
+    #[cold]
+    #[inline(never)]
+    fn trace_push(&mut self, now: crate::engine::Ps, c: usize, f: &Frame) -> bool {
+        if f.level == Level::Host && self.cpus[c].stack.last().is_some_and(|t| t.level == Level::Guest) {
             // The guest stops while the host runs (a VM exit): its slices, on
             // the vCPU's own track, end here and start again as each guest
             // frame runs on (`run_top`), or they would read as guest time
@@ -117,8 +127,7 @@ impl<P: Parts> Machine<P> {
                 }
             }
         }
-        f.traced = self.trace_begin(now, c, &f);
-        self.cpus[c].stack.push(f);
+        self.trace_begin(now, c, f)
     }
 
     /// Pops the top frame, closing its slice if the phase was cut short.
@@ -145,7 +154,7 @@ impl<P: Parts> Machine<P> {
         f.work = work;
         f.mask = mask;
         f.left = left;
-        f.traced = self.trace_begin(now, c, &f);
+        f.traced = self.tracer.on() && self.trace_begin(now, c, &f);
         *self.cpus[c].top_mut() = f;
     }
 
@@ -213,6 +222,9 @@ impl<P: Parts> Machine<P> {
     }
 
     /// Opens a slice for a phase that takes time; returns whether it did.
+    /// (Callers test `tracer.on()` first: an untraced run never calls it.)
+    #[cold]
+    #[inline(never)]
     fn trace_begin(&mut self, now: crate::engine::Ps, c: usize, f: &Frame) -> bool {
         if !self.tracer.on() || f.left == 0 || f.work == Work::Idle {
             return false;
