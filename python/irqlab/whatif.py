@@ -86,7 +86,8 @@ def _cpu_section(base: Base, masking: str) -> dict[str, Any]:
 def _run(scenario: dict[str, Any], seed: int) -> dict[str, Any]:
     """Runs a scenario built as data (the binding takes it as JSON, like a TOML file)."""
     try:
-        raw, _ = _core.run(json.dumps(scenario), "the what-if's scenario", [], seed, False)
+        # (The .json suffix is how the core knows to read JSON.)
+        raw, _ = _core.run(json.dumps(scenario), "the what-if's scenario.json", [], seed, False)
     except _core.ScenarioError as e:
         raise UserError(one_line(str(e))) from None
     result: dict[str, Any] = json.loads(raw)
