@@ -363,8 +363,8 @@ impl KvmModel {
         // A phase that takes no time opens no slice (hairlines in the UI): one
         // of length 0, and a pass over the requests that finds none pending.
         vc.traced = false;
-        let empty = len == Some(0) || (phase == Phase::Service && !self.order.iter().any(|r| vc.pending & r.bit() != 0));
-        if self.tracer.on() && !empty {
+        let empty = || len == Some(0) || (phase == Phase::Service && !self.order.iter().any(|r| vc.pending & r.bit() != 0));
+        if self.tracer.on() && !empty() {
             vc.traced = true;
             let name = match phase {
                 Phase::Guest => "guest",
