@@ -107,6 +107,23 @@ CASES = [
     ("grid-bad-value", lambda s, d: ["sweep", s, "--grid", "platform.cpus=2,lots"], ["platform.cpus", "lots"]),
     ("grid-missing", lambda s, d: ["sweep", s], ["--grid"]),
     ("grid-twice", lambda s, d: ["sweep", s, "--grid", "seed=1", "--grid", "seed=2"], ["given twice"]),
+    # The last of two values won without a word (a review).
+    (
+        "set-twice",
+        lambda s, d: ["run", s, "--set", "duration=10ms", "--set", "duration = 20ms"],
+        ["--set duration given twice (10ms, then 20ms)"],
+    ),
+    # serde's Rust type names said what to write: "expected struct Platform".
+    (
+        "set-struct",
+        lambda s, d: ["run", s, "--set", "platform=3"],
+        ["platform: invalid type: integer `3`, expected a table"],
+    ),
+    (
+        "set-enum",
+        lambda s, d: ["run", s, "--set", "source.0.arrival=3"],
+        ["source[0].arrival", "expected `poisson` or `periodic`"],
+    ),
     ("grid-bad-seed", lambda s, d: ["sweep", s, "--grid", "seed=1,x"], ["seed", "'x'"]),
     ("unknown-backend", lambda s, d: ["sweep", s, "--grid", "seed=1", "--backend", "slurm"], ["slurm", "local"]),
     ("zero-workers", lambda s, d: ["sweep", s, "--grid", "seed=1", "--workers", "0"], ["--workers"]),

@@ -173,12 +173,20 @@ def read_scenario(path: str | os.PathLike[str]) -> tuple[str, str]:
 
 
 def check_overrides(sets: Sequence[str] | None, flag: str = "--set") -> list[str]:
-    """Check the KEY=VALUE shape here so the message names the flag the user typed."""
+    """Check the KEY=VALUE shape here so the message names the flag the user typed.
+    A key given twice with different values is refused: the last one would
+    win without a word, and a sweep script that appends a --set for a key it
+    already sets would run the wrong point."""
     out = []
+    seen: dict[str, str] = {}
     for s in sets or ():
-        key, eq, _ = s.partition("=")
+        key, eq, value = s.partition("=")
         if not eq or not key.strip():
             raise UserError(f"{flag} {s!r}: expected KEY=VALUE, e.g. {flag} duration=10ms")
+        key, value = key.strip(), value.strip()
+        if key in seen and seen[key] != value:
+            raise UserError(f"{flag} {key} given twice ({seen[key]}, then {value}): give each key once")
+        seen[key] = value
         out.append(s)
     return out
 

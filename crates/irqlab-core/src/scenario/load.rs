@@ -48,7 +48,7 @@ fn load_value(mut value: toml::Value, origin: &str, overrides: &[String]) -> Res
         let path = escaped(&e.path().to_string());
         // toml appends "\nin `key`", which the path already says.
         let inner = e.inner().to_string();
-        let msg = plain_types(&one_line(inner.split("\nin `").next().unwrap_or(&inner)));
+        let msg = plain_shapes(&plain_types(&one_line(inner.split("\nin `").next().unwrap_or(&inner))), &e.path().to_string());
         if path == "." {
             ScenarioError(format!("{origin}: {msg}"))
         } else {
@@ -101,6 +101,63 @@ fn plain_types(msg: &str) -> String {
         out.replace_range(i..end, &plain);
     }
     out
+}
+
+/// serde's words for a table and a name: "expected struct Platform" named a
+/// Rust type, and toml's "invalid type: unit variant, expected string only",
+/// for a number where a name goes, named neither the value nor the names
+/// (a review). The names come from the scenario's schema, by the key's path.
+fn plain_shapes(msg: &str, path: &str) -> String {
+    if let Some(i) = msg.find("expected struct ") {
+        let rest = &msg[i + "expected struct ".len()..];
+        let end = rest.find(|c: char| !c.is_ascii_alphanumeric() && c != '_').unwrap_or(rest.len());
+        return format!("{}expected a table{}", &msg[..i], &rest[end..]);
+    }
+    if msg.contains("unit variant, expected string only") {
+        return match enum_names(path).as_deref() {
+            Some([a, b]) => format!("expected `{a}` or `{b}`"),
+            Some(names) if !names.is_empty() => {
+                format!("expected one of {}", names.iter().map(|n| format!("`{n}`")).collect::<Vec<_>>().join(", "))
+            }
+            _ => "expected a name, in quotes (irqlab schema lists them)".to_string(),
+        };
+    }
+    msg.to_string()
+}
+
+/// The names a key of the scenario takes (`source[0].arrival` → poisson,
+/// periodic), from its JSON Schema; `None` if the key is not a plain enum.
+fn enum_names(path: &str) -> Option<Vec<String>> {
+    static SCHEMA: std::sync::OnceLock<serde_json::Value> = std::sync::OnceLock::new();
+    let root = SCHEMA.get_or_init(|| serde_json::to_value(schemars::schema_for!(Scenario)).unwrap_or_default());
+    // Follows `$ref` and a lone `allOf` (how schemars wraps a field with a default).
+    let resolve = |mut v: &'static serde_json::Value| -> Option<&'static serde_json::Value> {
+        for _ in 0..8 {
+            if let Some(r) = v.get("$ref").and_then(|r| r.as_str()) {
+                v = root.pointer(r.strip_prefix('#')?)?;
+            } else if let Some([one]) = v.get("allOf").and_then(|a| a.as_array()).map(|a| a.as_slice()) {
+                v = one;
+            } else {
+                break;
+            }
+        }
+        Some(v)
+    };
+    let mut node = resolve(root)?;
+    for seg in path.split(['.', '[', ']']).filter(|s| !s.is_empty()) {
+        node = if seg.bytes().all(|b| b.is_ascii_digit()) { node.get("items")? } else { node.get("properties")?.get(seg)? };
+        node = resolve(node)?;
+    }
+    // A documented enum is a `oneOf` of one-name enums.
+    let parts: Vec<&serde_json::Value> = match node.get("oneOf").and_then(|o| o.as_array()) {
+        Some(variants) => variants.iter().filter_map(resolve).collect(),
+        None => vec![node],
+    };
+    let mut names = vec![];
+    for p in parts {
+        names.extend(p.get("enum")?.as_array()?.iter().map(|n| n.as_str().map(str::to_string)).collect::<Option<Vec<_>>>()?);
+    }
+    (!names.is_empty()).then_some(names)
 }
 
 /// `--set SPEC: ` when the key at fault (`source[0].rate`) is one an override

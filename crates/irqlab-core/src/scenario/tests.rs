@@ -39,6 +39,20 @@ fn bad_enum_values_say_what_was_expected() {
 }
 
 #[test]
+fn a_table_or_a_name_of_the_wrong_type_is_named_in_the_format_s_words() {
+    // serde named Rust types: "expected struct Platform".
+    let e = err_of(BASE, &["platform=3"]);
+    assert!(e.ends_with("platform: invalid type: integer `3`, expected a table"), "{e}");
+    // toml said "invalid type: unit variant, expected string only"; the names come from the schema.
+    let e = err_of(BASE, &["source.0.arrival=3"]);
+    assert!(e.ends_with("source[0].arrival: expected `poisson` or `periodic`"), "{e}");
+    let e = err_of(BASE, &["cpu.masking=true"]);
+    assert!(e.ends_with("cpu.masking: expected `daif` or `pmr`"), "{e}");
+    let e = err_of(BASE, &["hypervisor.guest_idle=2"]);
+    assert!(e.ends_with("hypervisor.guest_idle: expected `spin` or `hlt`"), "{e}");
+}
+
+#[test]
 fn wrong_types_and_negative_durations_are_rejected() {
     let e = err_of(BASE, &["platform.cpus=lots"]);
     assert!(e.starts_with("s.toml: --set platform.cpus=lots: platform.cpus: invalid type"), "{e}");
