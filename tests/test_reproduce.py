@@ -195,9 +195,10 @@ def test_bundled_figures_count_predictions_apart_from_fits(bundled_report) -> No
     assert_ok(p)
     doc = json.loads((out / "figures.json").read_text())
     c = doc["counts"]
-    # 11 figures reproduce a value fitted on them (or copied from them), 11 are predictions.
-    assert (c["fits"], c["predictions"]) == (11, 11), c
-    assert c["fits_reproduced"] == 11
+    # 13 figures reproduce a value fitted on them (or copied from them, or following
+    # from one: M2's pin/unpin cycle and effective clock), 9 are predictions.
+    assert (c["fits"], c["predictions"]) == (13, 9), c
+    assert c["fits_reproduced"] == 13
     # sched_yield under pseudo-NMI misses by about +5.7 % with the PMR accesses
     # counted from the kernel (docs/m1-masking-and-nmi.md); M3's p99.9 ratio shows
     # no effect of direct injection against the published 41 % (docs/m3-...); M5's
@@ -213,8 +214,8 @@ def test_bundled_figures_count_predictions_apart_from_fits(bundled_report) -> No
     ], missed
     assert all(f["fitted"] for f in doc["figures"] if f["kind"] == "fit")
     assert (
-        "6 of 11 predictions within tolerance (2 of them within a published range or bound, ±50% or wider); "
-        "11 of 11 fits reproduced"
+        "4 of 9 predictions within tolerance (1 of them within a published range or bound, ±50% or wider); "
+        "13 of 13 fits reproduced"
     ) in " ".join(p.stdout.split())
     page = (out / "index.html").read_text()
     assert "fit: fabric.msi_write, fabric.dma_write" in page

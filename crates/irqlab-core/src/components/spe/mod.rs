@@ -33,7 +33,7 @@ use crate::engine::Scheduler;
 use crate::platform::machine::{Ev, Machine};
 use crate::platform::parts::{Component, Has};
 use crate::scenario::Scenario;
-use params::{KernelProfile, Perf, Policy, SpeMode, Where, PAGE};
+use params::{KernelProfile, Perf, Policy, SpeMode, Where};
 use rand::Rng as _;
 
 crate::part_events! {
@@ -55,8 +55,16 @@ crate::part_events! {
         /// The enabling PMBLIMITR_EL1 write took effect (in a guest: once KVM has
         /// emulated it): the unit starts writing, and the command goes on.
         Enabled,
+        /// The unit writes a record into a page that is not mapped at stage 2
+        /// (the page under the write pointer, found unmapped when the unit
+        /// resumed or taken by reclaim while it was written).
+        RecordFault,
     }
 }
+
+/// `Mapped`'s argument after a stage-2 fault: KVM mapped the page under the
+/// write pointer (after a window move it maps nothing).
+const MAP_THE_PAGE: u32 = 1;
 
 /// One step of the command's life.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -129,6 +137,11 @@ pub struct Spe {
     per_task: bool,
     policy: Option<Policy>,
     snapshot: bool,
+    /// The page size, and one record's size, in bytes.
+    page: u64,
+    record: u64,
+    /// AUX buffers perf maps: one per CPU it opens the event on.
+    buffers: u64,
     /// Buffer pages (after a cap), those perf maps, and the bytes `-m` asked for.
     pub pages: u64,
     requested: u64,
@@ -171,6 +184,12 @@ pub struct Spe {
     /// Enables so far, on the host too (`enables` counts KVM's).
     enable_seq: u32,
     writing: Option<crate::engine::sim::TimerHandle>,
+    /// When the unit last started writing at `wp` (it advances `record_rate`
+    /// bytes per second from there), and whether `writing` is a `RecordFault`.
+    write_start: Ps,
+    fault_next: bool,
+    /// Where the record a pending `RecordFault` writes begins.
+    fault_at: u64,
     rng: Option<Rng>,
     pub stats: Stats,
 }
@@ -183,10 +202,19 @@ impl Component for Spe {
         let f = if x.kernel == KernelProfile::Debug { x.debug_factor } else { 1.0 };
         let k = &x.costs;
         let scale = |t: crate::scenario::Time| (t.ps() as f64 * f).round() as Ps;
-        let requested = x.aux_bytes() / PAGE;
+        let page = x.page();
+        let requested = x.aux_bytes() / page;
         let pages = match (x.policy, x.cap_bytes()) {
-            (Policy::Cap, Some(c)) => requested.min(c / PAGE),
+            (Policy::Cap, Some(c)) => requested.min(c / page),
             _ => requested,
+        };
+        // `perf record -- cmd` opens the event on every online CPU, each with its
+        // own AUX buffer (builtin-record.c: `default_per_cpu`; target.h,
+        // `target__uses_dummy_map` false without --per-thread): the guest's vCPUs,
+        // or the host's CPUs.
+        let buffers = match x.place {
+            Where::Guest => sc.vcpu_sched.as_ref().map_or(1, |v| v.vcpus) as u64,
+            Where::Host => sc.platform.cpus as u64,
         };
         Spe {
             on: true,
@@ -196,6 +224,9 @@ impl Component for Spe {
             per_task: x.mode == SpeMode::PerTask,
             policy: Some(x.policy),
             snapshot: x.snapshot,
+            page,
+            record: x.record_size.0,
+            buffers,
             pages,
             requested,
             asked: x.buffer.0,
@@ -248,7 +279,7 @@ impl Component for Spe {
         step(m, s);
     }
 
-    fn handle<P: Has<Self>>(m: &mut Machine<P>, s: &mut Scheduler<Ev>, e: SpeEv, _arg: u32) {
+    fn handle<P: Has<Self>>(m: &mut Machine<P>, s: &mut Scheduler<Ev>, e: SpeEv, arg: u32) {
         if m.parts.get().op == Some(Op::Done) && e != SpeEv::Step {
             return;
         }
@@ -269,7 +300,16 @@ impl Component for Spe {
                 let me = m.parts.get();
                 me.close_blackout(now);
                 let cost = me.c.map_fault;
-                kvm_work(m, s, cost, Some(P::ev(SpeEv::Mapped, 0)), Some(Exit::Pmbirq));
+                kvm_work(m, s, cost, Some(P::ev(SpeEv::Mapped, MAP_THE_PAGE)), Some(Exit::Pmbirq));
+            }
+            SpeEv::RecordFault => {
+                let now = s.now();
+                let me = m.parts.get();
+                me.writing = None;
+                me.fault_next = false;
+                // The record that faulted: it began on a record boundary in the unmapped page.
+                me.wp = me.fault_at;
+                me.fault::<P>(now, s);
             }
             SpeEv::WindowIrq => {
                 // perf's handler ends the AUX transaction and begins the next on the
@@ -296,8 +336,13 @@ impl Component for Spe {
             SpeEv::Mapped => {
                 let now = s.now();
                 let me = m.parts.get();
-                let page = me.page_of(me.wp);
-                me.mapped[page] = true;
+                // After a fault KVM mapped the page; after a window move the
+                // unit resumes on whatever the new window has (a policy that
+                // pins mapped it; without pinning the head page may be gone).
+                if arg == MAP_THE_PAGE {
+                    let page = me.page_of(me.wp);
+                    me.mapped[page] = true;
+                }
                 me.close_blackout(now);
                 if me.enabled && me.halted && me.enable_seq == me.halted_in {
                     me.halted = false;
@@ -312,6 +357,13 @@ impl Component for Spe {
                         me.mapped[k] = false;
                         me.stats.reclaimed += 1;
                         me.stats.reclaims_per_page[k] += 1;
+                        // The page under the write pointer: the unit's next record there faults.
+                        if me.writing.is_some() && !me.fault_next && me.page_of(me.wp) == k {
+                            let pos = me.position(s.now());
+                            me.stop_writes(s);
+                            me.wp = pos;
+                            me.schedule_write::<P>(s);
+                        }
                     }
                     let d = me.reclaim_gap();
                     s.after(d, P::ev(SpeEv::Reclaim, 0));
@@ -349,7 +401,8 @@ impl Component for Spe {
         let st = &me.stats;
         let end = st.ended.unwrap_or(now);
         let elapsed = (st.perf_exited.unwrap_or(now) - st.started) as f64 / 1e12;
-        let mb = |pages: f64| pages * PAGE as f64 / (1 << 20) as f64;
+        let page = me.page;
+        let mb = |pages: f64| pages * page as f64 / (1 << 20) as f64;
         let ops = st.pin_ops + st.unpin_ops;
         r.metric("spe.finished", st.ended.is_some() as u8 as f64);
         if st.perf_exited.is_none() {
@@ -367,7 +420,7 @@ impl Component for Spe {
         // baseline gave 38 ms "per switch" with no switch at all, a review found).
         let per_switch = if me.switches > 0 { st.switch_work as f64 / 1e6 / me.switches as f64 } else { 0.0 };
         r.metric("spe.added_per_switch_us", per_switch);
-        if me.asked != me.requested * PAGE {
+        if me.asked != me.requested * page {
             let show = |v: f64| format!("{v:.3}").trim_end_matches('0').trim_end_matches('.').to_string();
             r.warn(format!(
                 "spe: perf rounds the AUX buffer up to a power of two pages: {} MB asked, {} MB mapped \
@@ -402,17 +455,18 @@ impl Component for Spe {
         r.metric("spe.pinned_after_teardown_mb", mb(if st.ended.is_some() { me.pinned_pages as f64 } else { f64::NAN }));
         r.metric("spe.pinned_at_teardown_mb", mb(st.pinned_at_teardown as f64));
         if me.snapshot && me.record_rate > 0.0 {
-            r.metric("spe.snapshot_history_s", (me.pages * PAGE) as f64 / me.record_rate);
+            r.metric("spe.snapshot_history_s", (me.pages * page) as f64 / me.record_rate);
         }
     }
 }
 
 impl Spe {
-    /// perf's start, and its buffer: allocated and zeroed, and in a guest each
-    /// first touch a stage-2 fault (`perf stat` has no buffer).
+    /// perf's start, and its buffers, one per CPU, one after another (perf
+    /// maps them from its main thread): allocated and zeroed, and in a guest
+    /// each first touch a stage-2 fault (`perf stat` has no buffer).
     fn startup_cost(&self) -> Ps {
         let per_page = self.c.alloc + if self.guest { self.c.map_fault } else { 0 };
-        self.c.startup + if self.profiling { self.pages * per_page } else { 0 }
+        self.c.startup + if self.profiling { self.buffers * self.pages * per_page } else { 0 }
     }
 
     fn reclaim_gap(&mut self) -> Ps {
@@ -420,7 +474,7 @@ impl Spe {
     }
 
     fn page_of(&self, wp: u64) -> usize {
-        ((wp / PAGE) % self.pages) as usize
+        ((wp / self.page) % self.pages) as usize
     }
 
     /// The pages PMBPTR..PMBLIMITR spans, all KVM sees of the buffer: half of
@@ -554,13 +608,47 @@ impl Spe {
         }
     }
 
+    /// The unit writes on from `wp`: to the end of its page, or, if the page
+    /// is not mapped at stage 2, to its next record, which faults.
     fn schedule_write<P: Has<Spe>>(&mut self, s: &mut Scheduler<Ev>) {
         if self.record_rate <= 0.0 || self.halted || self.writing.is_some() {
             return;
         }
-        let left = PAGE - self.wp % PAGE;
-        let d = (left as f64 / self.record_rate * 1e12).ceil() as Ps;
-        self.writing = Some(s.timer_after(d.max(1), P::ev(SpeEv::PageCross, 0)));
+        let now = s.now();
+        let pos = self.wp;
+        self.write_start = now;
+        let (to, ev) = if self.guest && !self.mapped[self.page_of(pos)] {
+            // The record in progress ends at the next record boundary, where it is written.
+            ((pos / self.record + 1) * self.record, SpeEv::RecordFault)
+        } else {
+            (pos + self.page - pos % self.page, SpeEv::PageCross)
+        };
+        self.fault_next = ev == SpeEv::RecordFault;
+        self.fault_at = to - self.record;
+        let d = ((to - pos) as f64 / self.record_rate * 1e12).ceil() as Ps;
+        self.writing = Some(s.timer_after(d.max(1), P::ev(ev, 0)));
+    }
+
+    /// Where the write pointer stands now: `wp` while the unit is stopped; while
+    /// it writes, what it wrote since `write_start`, short of its page's end
+    /// (the page crossing moves it on).
+    fn position(&self, now: Ps) -> u64 {
+        if self.writing.is_none() {
+            return self.wp;
+        }
+        let moved = ((now - self.write_start) as f64 * 1e-12 * self.record_rate) as u64;
+        let end = self.wp + self.page - self.wp % self.page;
+        (self.wp + moved).min(end - 1)
+    }
+
+    /// A write into an unmapped page: the unit stops, PMBIRQ reaches KVM.
+    fn fault<P: Has<Spe>>(&mut self, now: Ps, s: &mut Scheduler<Ev>) {
+        let page = self.page_of(self.wp);
+        self.stats.blackouts += 1;
+        self.stats.unmapped_writes += 1;
+        self.stats.faults_per_page[page] += 1;
+        self.halt(now);
+        s.after(self.c.pmbirq, P::ev(SpeEv::Pmbirq, 0));
     }
 
     /// The unit stops writing until its PMBIRQ is handled.
@@ -711,7 +799,7 @@ fn page_cross<P: Has<Spe>>(m: &mut Machine<P>, s: &mut Scheduler<Ev>) {
     let me = m.parts.get();
     me.writing = None;
     let before = me.half_of(me.page_of(me.wp));
-    me.wp += PAGE - me.wp % PAGE;
+    me.wp += me.page - me.wp % me.page;
     let page = me.page_of(me.wp);
     if me.half_of(page) != before {
         // The unit stopped at PMBLIMITR (a buffer management event): no records
@@ -723,12 +811,7 @@ fn page_cross<P: Has<Spe>>(m: &mut Machine<P>, s: &mut Scheduler<Ev>) {
         let d = me.c.pmbirq;
         s.after(d, P::ev(SpeEv::WindowIrq, 0));
     } else if me.guest && !me.mapped[page] {
-        me.stats.blackouts += 1;
-        me.stats.unmapped_writes += 1;
-        me.stats.faults_per_page[page] += 1;
-        me.halt(now);
-        let d = me.c.pmbirq;
-        s.after(d, P::ev(SpeEv::Pmbirq, 0));
+        me.fault::<P>(now, s);
     } else {
         me.schedule_write::<P>(s);
     }

@@ -189,6 +189,14 @@ pub struct Spe {
     /// Bytes of records written per second while profiling runs; 0: a filter that records nothing.
     #[serde(default)]
     pub record_rate: Rate,
+    /// One record's size: the unit writes its records one at a time, and a
+    /// write into a page unmapped at stage 2 faults.
+    #[serde(default = "d_record")]
+    pub record_size: Size,
+    /// The kernel's page size, host and guest (`CONFIG_ARM64_4K_PAGES`,
+    /// `_16K_`, `_64K_`): what perf's buffer, pins, walks and faults count in.
+    #[serde(default = "d_page")]
+    pub page_size: Size,
     /// Snapshot mode: the buffer wraps, keeping the newest records.
     #[serde(default)]
     pub snapshot: bool,
@@ -230,6 +238,12 @@ pub struct Spe {
     pub costs: SpeCosts,
 }
 
+fn d_record() -> Size {
+    Size(64)
+}
+fn d_page() -> Size {
+    Size(4096)
+}
 fn d_perf() -> Perf {
     Perf::Record
 }
@@ -252,19 +266,41 @@ fn d_ghz() -> f64 {
     2.5
 }
 
-pub const PAGE: u64 = 4096;
+/// arm64's largest buddy allocation per page size (`ARCH_FORCE_MAX_ORDER`,
+/// arch/arm64/Kconfig: 10 for 4K pages, 11 for 16K, 13 for 64K).
+fn max_page_order(page: u64) -> u32 {
+    match page {
+        65536 => 13,
+        16384 => 11,
+        _ => 10,
+    }
+}
 
 impl Spe {
+    pub fn page(&self) -> u64 {
+        self.page_size.0
+    }
+
     /// The AUX buffer perf maps: `-m,SIZE` rounded up to a power of two pages
     /// (tools/perf/util/evlist.c, `parse_pages_arg`: "rounding mmap pages size").
     pub fn aux_bytes(&self) -> u64 {
-        self.buffer.0.div_ceil(PAGE).next_power_of_two() * PAGE
+        let page = self.page();
+        self.buffer.0.div_ceil(page).next_power_of_two().saturating_mul(page)
+    }
+
+    /// The largest AUX buffer the kernel maps: `rb_alloc_aux` refuses one
+    /// whose page-pointer array would need more than `PAGE_SIZE <<
+    /// MAX_PAGE_ORDER` (kernel/events/ring_buffer.c): 2 GiB with 4K pages.
+    pub fn max_aux_bytes(&self) -> u64 {
+        let page = self.page();
+        ((page << max_page_order(page)) / 8).saturating_mul(page)
     }
 
     /// The buffer the guest gets under policy `cap`: the VMM's cap, a power of
     /// two pages as perf's buffers are.
     pub fn cap_bytes(&self) -> Option<u64> {
-        self.cap.map(|c| c.0.div_ceil(PAGE).next_power_of_two() * PAGE)
+        let page = self.page();
+        self.cap.map(|c| c.0.div_ceil(page).next_power_of_two() * page)
     }
 
     /// `vcpus`: the guest's vCPUs if `[vcpu_sched]` is configured.
@@ -281,9 +317,29 @@ impl Spe {
                 return err(format!("{p}.vcpu"), format!("vCPU {} does not exist (vcpu_sched.vcpus = {n})", self.vcpu));
             }
         }
+        let page = self.page();
+        if ![4096, 16384, 65536].contains(&page) {
+            return err(format!("{p}.page_size"), "expected \"4K\", \"16K\" or \"64K\" (arm64's page sizes)");
+        }
+        if self.record_size.0 < 16 || self.record_size.0 > 2048 || !self.record_size.0.is_power_of_two() {
+            // arm_spe_pmu_dev_init: PMSIDR_EL1.MaxSize, refused outside 16 bytes to 2K.
+            return err(format!("{p}.record_size"), "expected a power of two from 16 to 2048 bytes (PMSIDR_EL1.MaxSize)");
+        }
         // arm_spe_pmu_setup_aux: "We need at least two pages for this to work".
-        if self.buffer.0 < 2 * PAGE || self.buffer.0 > 1 << 40 {
-            return err(format!("{p}.buffer"), "must be between 8K (two pages, arm_spe_pmu_setup_aux) and 1T");
+        if self.buffer.0 < 2 * page {
+            return err(format!("{p}.buffer"), format!("must be at least two pages ({} bytes, arm_spe_pmu_setup_aux)", 2 * page));
+        }
+        if self.aux_bytes() > self.max_aux_bytes() {
+            return err(
+                format!("{p}.buffer"),
+                format!(
+                    "{} bytes: perf's mmap would fail (ENOMEM): the kernel maps an AUX buffer of at most {} GiB with {} KiB pages \
+                     (rb_alloc_aux, MAX_PAGE_ORDER)",
+                    self.buffer.0,
+                    self.max_aux_bytes() >> 30,
+                    page >> 10
+                ),
+            );
         }
         if self.aux_bytes() > self.guest_memory.0 {
             return err(
@@ -298,8 +354,8 @@ impl Spe {
         }
         match (self.policy, self.cap) {
             (Policy::Cap, None) => return err(format!("{p}.cap"), "policy \"cap\" needs a cap, like \"4M\""),
-            (Policy::Cap, Some(c)) if c.0 < 2 * PAGE => {
-                return err(format!("{p}.cap"), "must be at least 8K (two pages, arm_spe_pmu_setup_aux)")
+            (Policy::Cap, Some(c)) if c.0 < 2 * page => {
+                return err(format!("{p}.cap"), format!("must be at least two pages ({} bytes, arm_spe_pmu_setup_aux)", 2 * page))
             }
             (Policy::Cap, Some(_)) => {}
             (_, Some(_)) => return err(format!("{p}.cap"), "is only read by policy = \"cap\""),
