@@ -143,6 +143,10 @@ struct Vcpu {
     /// A request came from outside while the vCPU was entering: `kvm_vcpu_kick`
     /// found it `IN_GUEST_MODE` and its IPI makes it exit right after the entry.
     kicked: bool,
+    /// Guest timer deadlines that passed while the vCPU was out of guest mode, on
+    /// the VMX preemption timer without APICv: the timer, armed at entry with a
+    /// deadline behind it, exits at once (a zero preemption-timer value).
+    hv_timer_due: u32,
     /// Requests serviced in this pass (and `Event` if it injected), and those
     /// the cancelled pass before it had serviced: servicing one of them again
     /// is what a cancel wastes, a request's first servicing is not (the other
@@ -272,6 +276,7 @@ impl KvmModel {
                 window_start: 0,
                 after_cancel: false,
                 kicked: false,
+                hv_timer_due: 0,
                 pass_served: 0,
                 repeat: 0,
                 reschedules: 0,
@@ -510,14 +515,23 @@ impl KvmModel {
                 let posted = self.apicv;
                 self.interrupt(s, v, src, posted);
             }
-            // On the VMX preemption timer (not posted, with APICv) the expiry is the
-            // vCPU's own exit, or is found at its next entry (the timer is armed in the
-            // VMCS only in guest mode), and KVM injects it there without a request.
-            Src::Timer if self.apicv && !self.post_timer && self.hv_timer => {
+            // On the VMX preemption timer (not posted: `kvm_can_use_hv_timer`, with
+            // or without APICv) the expiry is the vCPU's own exit, or is found at its
+            // next entry (the timer counts only in guest mode). KVM handles it in
+            // root mode on the vCPU itself (`handle_fastpath_preemption_timer` →
+            // `apic_timer_expired(apic, false)`): with APICv it injects at once;
+            // without, the timer is pending with KVM_REQ_UNBLOCK and `vcpu_run`
+            // injects it (KVM_REQ_EVENT) before the next pass. A request the vCPU
+            // raises itself, before its pass, never cancels an entry.
+            Src::Timer if !self.post_timer && self.hv_timer => {
                 if self.vcpus[v].phase == Phase::Guest {
                     self.exit(s, v, 0);
+                    self.interrupt(s, v, src, self.apicv);
+                } else if self.apicv {
+                    self.interrupt(s, v, src, true);
+                } else {
+                    self.vcpus[v].hv_timer_due += 1;
                 }
-                self.interrupt(s, v, src, true);
             }
             Src::Timer => {
                 let posted = self.apicv && self.post_timer;
@@ -623,7 +637,15 @@ impl KvmModel {
                         self.vcpus[v].guest_timers[i] = Some(s.timer_after(d, KvmEv::Src(v as u32, src)));
                     }
                 }
-                if std::mem::take(&mut self.vcpus[v].kicked) {
+                let due = std::mem::take(&mut self.vcpus[v].hv_timer_due);
+                if due > 0 {
+                    // The preemption timer, armed with a deadline already past, exits at once.
+                    self.vcpus[v].kicked = false;
+                    self.exit(s, v, 0);
+                    for _ in 0..due {
+                        self.interrupt(s, v, Src::Timer, false);
+                    }
+                } else if std::mem::take(&mut self.vcpus[v].kicked) {
                     self.exit(s, v, 0);
                 }
             }

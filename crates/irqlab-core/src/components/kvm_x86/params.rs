@@ -105,9 +105,10 @@ pub struct Kvm {
     pub post_timer: bool,
     /// The guest's LAPIC timer runs on the VMX preemption timer (`enable_preemption_timer`,
     /// on by default where the CPU has it, as on Sapphire Rapids; `kvm_can_use_hv_timer`
-    /// when the timer is not posted). Its expiry is a VM exit on the vCPU itself, and with
-    /// APICv `apic_timer_expired(apic, false)` injects it there: no request from outside,
-    /// so a timer never cancels a VM-enter. Off: an hrtimer that raises a request and kicks.
+    /// when the timer is not posted, with or without APICv). Its expiry is a VM exit on the
+    /// vCPU itself (`apic_timer_expired(apic, false)`: injected there with APICv, before
+    /// the next pass without): no request from outside, so a timer never cancels a
+    /// VM-enter. Off: an hrtimer that raises a request and kicks.
     #[serde(default = "crate::scenario::units::yes")]
     pub hv_timer: bool,
     #[serde(default)]

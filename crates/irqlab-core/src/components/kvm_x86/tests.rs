@@ -119,6 +119,15 @@ fn a_timer_on_the_vmx_preemption_timer_never_cancels_an_hrtimer_can() {
     assert!(m["posted_interrupts"] > 10_000.0, "the timer interrupts reach the guest");
     let hr = go(&long_window(scenario("\"upstream-after\"", rates, "apicv = true\nhv_timer = false")));
     assert!(hr.report.metrics["cancels.EVENT.source.timer"] > 100.0);
+    // Without APICv the preemption timer is still used (`kvm_can_use_hv_timer`
+    // asks only that the timer is not posted): its expiry is the vCPU's own exit
+    // and the request is the vCPU's, raised before its pass. It cancelled here
+    // as an hrtimer until 2026-11-27 (a review).
+    let no_apicv = go(&long_window(scenario("\"upstream-after\"", rates, "apicv = false")));
+    let m = &no_apicv.report.metrics;
+    assert_eq!(m["cancels"], 0.0);
+    let hr = go(&long_window(scenario("\"upstream-after\"", rates, "apicv = false\nhv_timer = false")));
+    assert!(hr.report.metrics["cancels.EVENT.source.timer"] > 100.0);
 }
 
 #[test]
