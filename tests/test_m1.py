@@ -57,6 +57,56 @@ def test_pseudo_nmi_tax_follows_exception_density() -> None:
     assert sparse == pytest.approx(1962.4 / (1962.4 + 74.1), rel=1e-3)
 
 
+def test_a_yield_that_switches_tasks_pays_the_switch_s_pmr_accesses() -> None:
+    # Two tasks on one CPU: every sched_yield switches. fpsimd_thread_switch's
+    # irqs_disabled() check reads PMR, and the task switched in returns to EL0
+    # through one pass of do_notify_resume (TIF_FOREIGN_FPSTATE): 3 accesses a
+    # call on top of the 13 + 2/48 of a yield that stays (a review: the model
+    # charged the switch nothing).
+    fig = irqlab.SCENARIOS_DIR / "figures" / "m1-sched-yield.toml"
+    two = ["task.0.count=2", "task.0.cpus=[0]"]
+    pmr, _ = irqlab.run(fig, [*two, "cpu.masking=pmr"])
+    daif, _ = irqlab.run(fig, [*two, "cpu.masking=daif"])
+    m = pmr["metrics"]
+    assert m["context_switches_per_s"] == pytest.approx(m["ops_per_s"], rel=1e-3)
+    access = 8.195  # cpu.pmr.access in the figure
+    added_ns = 1e9 / m["ops_per_s"] - 1e9 / daif["metrics"]["ops_per_s"]
+    assert added_ns == pytest.approx((13 + 2 / 48 + 3) * access, rel=2e-3)
+
+
+IDLE_IRQ = """
+name = "irq-idle"
+duration = "50ms"
+warmup = "5ms"
+seed = 3
+[platform]
+cpus = 1
+[cpu]
+irq_entry = "200ns"
+irq_exit = "150ns"
+[cpu.pmr]
+access = "10ns"
+[[source]]
+name = "dev"
+rate = "10k/s"
+cpus = [0]
+handler = "1us"
+"""
+
+
+def test_an_irq_that_wakes_an_idle_cpu_pays_the_stopped_tick_s_section(tmp_path: Path) -> None:
+    # Before its handler an IRQ that wakes the idle loop pays the idle exit's
+    # PMR restore and local_irq_enable (W2), its own entry (R1 W1, RPR read, the
+    # GIC driver's mask W1) and, in irq_enter_rcu, tick_nohz_update_jiffies's
+    # nested section for the stopped tick (R1 W1): 8 accesses (6 until a review).
+    f = tmp_path / "idle.toml"
+    f.write_text(IDLE_IRQ)
+    pmr, _ = irqlab.run(f, ["cpu.masking=pmr"])
+    daif, _ = irqlab.run(f, ["cpu.masking=daif"])
+    added = pmr["histograms"]["irq_latency"]["p50"] - daif["histograms"]["irq_latency"]["p50"]
+    assert added == pytest.approx(8 * 10.0, abs=0.5)
+
+
 def test_backtrace_example_escalates_to_sdei_for_the_daif_wedged_cpu() -> None:
     r, _ = irqlab.run(irqlab.SCENARIOS_DIR / "examples" / "m1-backtrace.toml")
     m = r["metrics"]

@@ -42,6 +42,8 @@ impl<P: Parts> Machine<P> {
         let cpu = &mut self.cpus[c];
         if softirq && (cpu.threads.is_empty() || cpu.thread_ran) {
             cpu.thread_ran = false;
+            // ksoftirqd's run brackets its pass with one more disable/enable pair.
+            cpu.softirq_work[0] += self.c.pmr_ksoftirqd;
             return self.start_softirqs(s, c, Level::Host);
         }
         cpu.thread_ran = true;

@@ -92,6 +92,10 @@ pub struct Costs {
     pub pmr_el1_return_saves: Ps,
     pub pmr_idle_wake: Ps,
     pub pmr_softirq: Ps,
+    /// What ksoftirqd's run adds to a softirq pass, and one nested IRQs-off
+    /// section in a handler (`pmr::KSOFTIRQD_RUN`, `pmr::NESTED_SECTION`).
+    pub pmr_ksoftirqd: Ps,
+    pub pmr_nested: Ps,
     pub hyp_exit: Ps,
     pub hyp_handler: Ps,
     pub hyp_inject: Ps,
@@ -354,7 +358,8 @@ impl<P: Parts> Machine<P> {
             c: Costs {
                 exc_entry: sc.cpu.exception_entry.ps() + pmr.entry,
                 exc_exit: sc.cpu.exception_exit.ps() + pmr.exit,
-                switch: sc.cpu.context_switch.ps(),
+                // (Under pseudo-NMI with its PMR accesses, `pmr::SWITCH`.)
+                switch: sc.cpu.context_switch.ps() + pmr.switch,
                 timeslice: sc.cpu.timeslice.ps(),
                 irq_handler_mask: match sc.cpu.masking {
                     Masking::Daif => Mask::Daif,
@@ -365,6 +370,8 @@ impl<P: Parts> Machine<P> {
                 pmr_el1_return_saves: pmr.exit - pmr.exit_to_el1,
                 pmr_idle_wake: pmr.idle_wake,
                 pmr_softirq: pmr.softirq,
+                pmr_ksoftirqd: pmr.ksoftirqd,
+                pmr_nested: pmr.nested,
                 hyp_exit: sc.hypervisor.exit.ps(),
                 hyp_handler: sc.hypervisor.handler.ps(),
                 hyp_inject: sc.hypervisor.inject.ps(),

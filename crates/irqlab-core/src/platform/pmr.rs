@@ -65,11 +65,27 @@ pub const EXIT_TO_EL1: Accesses = acc(0.0, 1.0, 1.0);
 /// `arm_cpuidle_restore_irq_context` writes the saved PMR back (W1), then
 /// `default_idle_call`'s `local_irq_enable()` unmasks (W1, sync), and only then
 /// is the IRQ taken (arch/arm64/kernel/idle.c, asm/cpuidle.h, kernel/sched/idle.c).
+/// Then, before the handler, `irq_enter_rcu` → `tick_irq_enter` →
+/// `tick_nohz_irq_enter` finds the idle tick stopped (as `cpuidle_idle_call`
+/// stops it before `default_idle_call`) and `tick_nohz_update_jiffies` runs a
+/// nested `local_irq_save`/`restore` (R1 W1, sync; kernel/time/tick-sched.c).
 /// (The R1 W1 that save the context before `wfi` are idle time either way.)
-pub const IDLE_WAKE: Accesses = acc(0.0, 2.0, 1.0);
+pub const IDLE_WAKE: Accesses = acc(1.0, 3.0, 2.0);
 /// One pass of `handle_softirqs()`: `local_irq_enable()` before the handlers,
 /// `local_irq_disable()` after them (kernel/softirq.c).
 pub const SOFTIRQ_PASS: Accesses = acc(0.0, 2.0, 1.0);
+/// What ksoftirqd adds to its pass: `run_ksoftirqd` brackets `handle_softirqs`
+/// with `ksoftirqd_run_begin()` (`local_irq_disable`, W1) and
+/// `ksoftirqd_run_end()` (`local_irq_enable`, W1, sync; kernel/softirq.c).
+pub const KSOFTIRQD_RUN: Accesses = acc(0.0, 2.0, 1.0);
+/// A context switch to a user task, on top of the `__schedule` sections the
+/// exception's body counts: `fpsimd_thread_switch`'s
+/// `WARN_ON_ONCE(!irqs_disabled())` reads PMR (R1; arch/arm64/kernel/fpsimd.c),
+/// and it sets `TIF_FOREIGN_FPSTATE` on the task switched in (the CPU's FPSIMD
+/// registers hold the other task's), so its return to EL0 takes one pass of
+/// `do_notify_resume`: `local_irq_enable()` (W1, sync) … `local_irq_disable()`
+/// (W1; arch/arm64/kernel/entry-common.c).
+pub const SWITCH: Accesses = acc(1.0, 2.0, 1.0);
 
 /// An IRQs-off section opened with IRQs on by `local_irq_save`/`spin_lock_irqsave`
 /// (R1 W1) and closed by `local_irq_restore` (W1, sync).
@@ -122,8 +138,13 @@ pub struct PmrTax {
     pub exit_to_el1: Ps,
     /// Added before the IRQ entry of an IRQ that wakes an idle CPU.
     pub idle_wake: Ps,
-    /// Added to each `__do_softirq` pass.
+    /// Added to each `__do_softirq` pass, and on top of it to a ksoftirqd run.
     pub softirq: Ps,
+    pub ksoftirqd: Ps,
+    /// Added to each context switch between tasks.
+    pub switch: Ps,
+    /// One nested IRQs-off section (a `spin_lock_irqsave` in a handler).
+    pub nested: Ps,
     /// One access and one sync, for the body's sections.
     access: Ps,
     dsb: Ps,
@@ -141,6 +162,9 @@ impl PmrTax {
             exit_to_el1: EXIT_TO_EL1.cost(access, dsb),
             idle_wake: IDLE_WAKE.cost(access, dsb),
             softirq: SOFTIRQ_PASS.cost(access, dsb),
+            ksoftirqd: KSOFTIRQD_RUN.cost(access, dsb),
+            switch: SWITCH.cost(access, dsb),
+            nested: NESTED_SECTION.cost(access, dsb),
             access,
             dsb,
         }
@@ -189,11 +213,19 @@ mod tests {
         let irq = IRQ_ENTRY.plus(EXIT_TO_EL0);
         assert_eq!((irq.reads, irq.writes, irq.syncs), (2.0, 5.0, 1.0));
         // An IRQ from EL1 with IRQs on: R1 W3 S1 and the RPR read; waking the idle
-        // loop adds its restore and local_irq_enable (W2 S1); a softirq pass W2 S1.
+        // loop adds its restore and local_irq_enable (W2 S1) and the stopped tick's
+        // jiffies update in irq_enter_rcu (R1 W1 S1: it read W2 S1 until a review);
+        // a softirq pass W2 S1, and in ksoftirqd W2 S1 more.
         let el1 = IRQ_ENTRY.plus(EXIT_TO_EL1);
         assert_eq!((el1.reads, el1.writes, el1.syncs), (2.0, 3.0, 1.0));
-        assert_eq!((IDLE_WAKE.reads, IDLE_WAKE.writes, IDLE_WAKE.syncs), (0.0, 2.0, 1.0));
+        assert_eq!((IDLE_WAKE.reads, IDLE_WAKE.writes, IDLE_WAKE.syncs), (1.0, 3.0, 2.0));
         assert_eq!((SOFTIRQ_PASS.reads, SOFTIRQ_PASS.writes, SOFTIRQ_PASS.syncs), (0.0, 2.0, 1.0));
+        let k = SOFTIRQ_PASS.plus(KSOFTIRQD_RUN);
+        assert_eq!((k.reads, k.writes, k.syncs), (0.0, 4.0, 2.0));
+        // A context switch: the FPSIMD switch's check (R1) and do_notify_resume's pass (W2 S1).
+        assert_eq!((SWITCH.reads, SWITCH.writes, SWITCH.syncs), (1.0, 2.0, 1.0));
+        // A nested section in a handler (`__napi_schedule`, `eventfd_signal_mask`).
+        assert_eq!((NESTED_SECTION.reads, NESTED_SECTION.writes, NESTED_SECTION.syncs), (1.0, 1.0, 1.0));
         // sched_yield pays exactly two local_irq_disable/enable sections more than gettid.
         assert!(near(y.writes - g.writes, 4.0) && near(y.syncs - g.syncs, 2.0) && near(y.reads, g.reads));
     }

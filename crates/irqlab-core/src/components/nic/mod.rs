@@ -254,18 +254,24 @@ impl Component for Nic {
         }
     }
 
-    /// The hardirq handler only schedules NAPI (in `irq_exit`); DIM counts the interrupt.
+    /// The hardirq handler only schedules NAPI (in `irq_exit`); DIM counts the
+    /// interrupt. Under the host's pseudo-NMI each pays a nested IRQs-off
+    /// section (R1 W1, sync): `__napi_schedule`'s `local_irq_save` (net/core/dev.c),
+    /// and a remapped VF's host half `eventfd_signal_mask`'s `spin_lock_irqsave`
+    /// (fs/eventfd.c). A guest's handler pays none: `cpu.masking` is the host's.
     fn handler_start<P: Has<Self>>(m: &mut Machine<P>, _s: &mut Scheduler<Ev>, c: usize, i: u32) -> Ps {
         let q = m.srcs[i as usize].owner_arg;
+        let napi = m.parts.get_ref().rxqs[q as usize].napi;
+        let (nested, host_napi) = (m.c.pmr_nested, m.napis[napi as usize].level == Level::Host);
         let me = m.parts.get();
         let rx = &mut me.rxqs[q as usize];
         if let Some((host, _)) = rx.remapped {
             if c == host as usize {
-                return me.groups[rx.group as usize].vfio_handler; // the host's half: vfio_msihandler
+                return me.groups[rx.group as usize].vfio_handler + nested; // the host's half: vfio_msihandler
             }
         }
         rx.modq.events += 1;
-        me.groups[rx.group as usize].handler
+        me.groups[rx.group as usize].handler + if host_napi { nested } else { 0 }
     }
 
     /// A remapped VF's host handler is through: KVM's irqfd posts the interrupt to the vCPU.
