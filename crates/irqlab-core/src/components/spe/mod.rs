@@ -190,6 +190,11 @@ pub struct Spe {
     fault_next: bool,
     /// Where the record a pending `RecordFault` writes begins.
     fault_at: u64,
+    /// A stage-2 fault whose PMBIRQ KVM has not yet handled, and its page: the
+    /// unit stays stopped through a disable and an enable (PMBSR_EL1.S holds it
+    /// until KVM clears the syndrome), and KVM maps that page, wherever the
+    /// write pointer is by then.
+    s2_fault: Option<usize>,
     rng: Option<Rng>,
     pub stats: Stats,
 }
@@ -286,8 +291,13 @@ impl Component for Spe {
         match e {
             SpeEv::Step => step(m, s),
             SpeEv::Enabled => {
+                let now = s.now();
                 let me = m.parts.get();
-                if me.enabled {
+                if me.enabled && me.s2_fault.is_some() {
+                    // Still stopped by its fault: the records of this enable are lost until KVM resumes it.
+                    me.halted_in = me.enable_seq;
+                    me.blackout_since = Some(now);
+                } else if me.enabled {
                     me.schedule_write::<P>(s);
                 }
                 step(m, s)
@@ -340,8 +350,11 @@ impl Component for Spe {
                 // unit resumes on whatever the new window has (a policy that
                 // pins mapped it; without pinning the head page may be gone).
                 if arg == MAP_THE_PAGE {
-                    let page = me.page_of(me.wp);
+                    let page = me.s2_fault.take().expect("a fault is pending");
                     me.mapped[page] = true;
+                    if !me.enabled {
+                        me.halted = false; // disabled meanwhile: its next enable starts afresh
+                    }
                 }
                 me.close_blackout(now);
                 if me.enabled && me.halted && me.enable_seq == me.halted_in {
@@ -644,6 +657,7 @@ impl Spe {
     /// A write into an unmapped page: the unit stops, PMBIRQ reaches KVM.
     fn fault<P: Has<Spe>>(&mut self, now: Ps, s: &mut Scheduler<Ev>) {
         let page = self.page_of(self.wp);
+        self.s2_fault = Some(page);
         self.stats.blackouts += 1;
         self.stats.unmapped_writes += 1;
         self.stats.faults_per_page[page] += 1;
@@ -755,10 +769,14 @@ fn step<P: Has<Spe>>(m: &mut Machine<P>, s: &mut Scheduler<Ev>) {
         }
         Op::Disable => {
             me.enabled = false;
+            // The unit keeps what it wrote of its page (a disable had sent it back
+            // to where it last started writing: a review).
+            me.wp = me.position(now);
             me.stop_writes(s);
-            // A stopped unit's event ends here; the next enable begins afresh.
+            // A stopped unit's event ends here and the next enable begins afresh,
+            // unless a stage-2 fault still waits for KVM.
             me.close_blackout(now);
-            me.halted = false;
+            me.halted = me.s2_fault.is_some();
             let t = if me.guest { me.on_disable(now) } else { 0 };
             if op_at(me, me.k) != Op::Linger {
                 me.stats.switch_work += t;

@@ -341,13 +341,16 @@ impl Spe {
                 ),
             );
         }
-        if self.aux_bytes() > self.guest_memory.0 {
+        // perf maps a buffer per CPU: in a guest, one per vCPU, all in its memory.
+        let buffers = if self.place == Where::Guest { vcpus.unwrap_or(1) as u64 } else { 1 };
+        if self.aux_bytes().saturating_mul(buffers) > self.guest_memory.0 {
             return err(
                 format!("{p}.buffer"),
                 format!(
-                    "{} bytes ({} as perf maps it, a power of two pages) do not fit in guest_memory ({} bytes)",
+                    "{} bytes ({} as perf maps it, a power of two pages{}) do not fit in guest_memory ({} bytes)",
                     self.buffer.0,
                     self.aux_bytes(),
+                    if buffers > 1 { format!(", once per vCPU: {buffers} buffers") } else { String::new() },
                     self.guest_memory.0
                 ),
             );

@@ -364,6 +364,35 @@ fn a_page_reclaimed_under_the_write_pointer_faults_at_the_next_record() {
     assert!(often > 20.0 * rare.max(1.0), "page age 10 s: {rare} blackouts, 10 ms: {often}");
     // Nothing unmapped, nothing faults.
     assert_eq!(m2(&no_pin)["spe.blackouts"], 0.0);
+    // A fault still waiting for KVM when perf disables and re-enables the buffer
+    // keeps the unit stopped (PMBSR_EL1.S): the page faults once, and KVM maps
+    // that page. It faulted again at the enable, and KVM mapped whatever page
+    // the write pointer had reached (a review: 97 pages faulting more often
+    // than unmapped with switches shorter than PMBIRQ's latency).
+    let quick = m2(&[
+        no_pin[0],
+        no_pin[1],
+        "spe.buffer=\"1M\"",
+        "spe.page_age=\"10ms\"",
+        "spe.task.off=\"0s\"",
+        "spe.costs.switch=\"1us\"",
+        "spe.task.switches=1000",
+    ]);
+    assert!(quick["spe.blackouts"] > 100.0);
+    assert_eq!(quick["spe.pages_faulting_more_than_unmapped"], 0.0);
+    assert!(quick["spe.blackouts"] <= quick["spe.reclaimed_pages"]);
+}
+
+/// A disable keeps what the unit wrote of its page: a run cut into stretches
+/// shorter than a page's writing moves the window as often as one that is not
+/// (it went back to where it last started writing: 24 window moves with no
+/// switch, none with 100; a review).
+#[test]
+fn a_disable_keeps_the_write_pointer_s_progress() {
+    let sets = ["spe.buffer=\"16K\"", "spe.record_rate=\"200K/s\"", "spe.reclaim_rate=\"0/s\""];
+    let whole = m2(&[sets[0], sets[1], sets[2], "spe.task.switches=0"])["spe.window_moves"];
+    let cut = m2(&[sets[0], sets[1], sets[2], "spe.task.switches=100"])["spe.window_moves"];
+    assert!(whole >= 20.0 && (cut - whole).abs() <= 1.0, "window moves: {whole} in one stretch, {cut} in 101");
 }
 
 /// The page size counts the buffer's pages: with 64K pages a 256M buffer is
@@ -382,6 +411,10 @@ fn the_page_size_counts_the_buffer_s_pages() {
     assert!(e.0.contains("spe.buffer") && e.0.contains("at most 2 GiB with 4 KiB pages"), "{}", e.0);
     let sets = ["spe.buffer=\"4G\"", "spe.guest_memory=\"64G\"", "spe.page_size=\"64K\""].map(String::from);
     assert!(crate::load(BASE, "m2.toml", &sets).is_ok());
+    // A buffer per vCPU, all in the guest's memory.
+    let sets = ["spe.buffer=\"1G\"", "spe.guest_memory=\"1G\"", "vcpu_sched.vcpus=8", "vcpu_sched.pcpus=8", "platform.cpus=8"];
+    let e = crate::load(BASE, "m2.toml", &sets.map(String::from)).unwrap_err();
+    assert!(e.0.contains("once per vCPU: 8 buffers") && e.0.contains("guest_memory"), "{}", e.0);
     let e = crate::load(BASE, "m2.toml", &["spe.page_size=\"8K\"".to_string()]).unwrap_err();
     assert!(e.0.contains("spe.page_size") && e.0.contains("64K"), "{}", e.0);
 }
