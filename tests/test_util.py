@@ -41,6 +41,10 @@ def test_check_overrides_and_one_line():
     assert check_overrides(["a.b=1", "c=x=y"]) == ["a.b=1", "c=x=y"]
     with pytest.raises(UserError, match="KEY=VALUE"):
         check_overrides(["=1"])
+    # One key given twice, however it is spelt; the same value twice, quoted or not, is taken.
+    with pytest.raises(UserError, match=r"source\.0\.rate given twice \(1/s, then 2/s\)"):
+        check_overrides(["source.0.rate=1/s", "source[0].rate=2/s"])
+    assert check_overrides(["duration=10ms", 'duration="10ms"']) == ["duration=10ms", 'duration="10ms"']
     assert one_line("a\n  |\n  b  \n") == "a | b"
 
 

@@ -178,15 +178,19 @@ def check_overrides(sets: Sequence[str] | None, flag: str = "--set") -> list[str
     win without a word, and a sweep script that appends a --set for a key it
     already sets would run the wrong point."""
     out = []
-    seen: dict[str, str] = {}
+    seen: dict[str, tuple[str, str]] = {}
     for s in sets or ():
         key, eq, value = s.partition("=")
         if not eq or not key.strip():
             raise UserError(f"{flag} {s!r}: expected KEY=VALUE, e.g. {flag} duration=10ms")
-        key, value = key.strip(), value.strip()
-        if key in seen and seen[key] != value:
-            raise UserError(f"{flag} {key} given twice ({seen[key]}, then {value}): give each key once")
-        seen[key] = value
+        # One key however it is spelt (`source[0].rate` is `source.0.rate`), one
+        # value with or without its quotes.
+        key = re.sub(r"\[(\d+)\]", r".\1", key.strip()).strip(".")
+        value = value.strip()
+        plain = value[1:-1] if len(value) >= 2 and value[0] == value[-1] and value[0] in "\"'" else value
+        if key in seen and seen[key][1] != plain:
+            raise UserError(f"{flag} {key} given twice ({seen[key][0]}, then {value}): give each key once")
+        seen[key] = (value, plain)
         out.append(s)
     return out
 

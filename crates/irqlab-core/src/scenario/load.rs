@@ -108,6 +108,10 @@ fn plain_types(msg: &str) -> String {
 /// for a number where a name goes, named neither the value nor the names
 /// (a review). The names come from the scenario's schema, by the key's path.
 fn plain_shapes(msg: &str, path: &str) -> String {
+    // serde's untagged enums (`kvm.order`: a name or a list) name their Rust type.
+    if msg.contains("did not match any variant of untagged enum") {
+        return "expected one of the forms this key takes (irqlab schema shows them)".to_string();
+    }
     if let Some(i) = msg.find("expected struct ") {
         let rest = &msg[i + "expected struct ".len()..];
         let end = rest.find(|c: char| !c.is_ascii_alphanumeric() && c != '_').unwrap_or(rest.len());
@@ -130,13 +134,18 @@ fn plain_shapes(msg: &str, path: &str) -> String {
 fn enum_names(path: &str) -> Option<Vec<String>> {
     static SCHEMA: std::sync::OnceLock<serde_json::Value> = std::sync::OnceLock::new();
     let root = SCHEMA.get_or_init(|| serde_json::to_value(schemars::schema_for!(Scenario)).unwrap_or_default());
-    // Follows `$ref` and a lone `allOf` (how schemars wraps a field with a default).
+    // Follows `$ref`, a lone `allOf` (how schemars wraps a field with a default)
+    // and an `anyOf` of a schema and null (an optional section or key).
     let resolve = |mut v: &'static serde_json::Value| -> Option<&'static serde_json::Value> {
         for _ in 0..8 {
+            let any_of = v.get("anyOf").and_then(|a| a.as_array()).map(|a| a.as_slice());
+            let is_null = |x: &serde_json::Value| x.get("type").and_then(|t| t.as_str()) == Some("null");
             if let Some(r) = v.get("$ref").and_then(|r| r.as_str()) {
                 v = root.pointer(r.strip_prefix('#')?)?;
             } else if let Some([one]) = v.get("allOf").and_then(|a| a.as_array()).map(|a| a.as_slice()) {
                 v = one;
+            } else if let Some([a, b]) = any_of.filter(|a| a.iter().any(is_null)) {
+                v = if is_null(a) { b } else { a };
             } else {
                 break;
             }

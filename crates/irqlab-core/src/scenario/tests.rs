@@ -50,6 +50,13 @@ fn a_table_or_a_name_of_the_wrong_type_is_named_in_the_format_s_words() {
     assert!(e.ends_with("cpu.masking: expected `daif` or `pmr`"), "{e}");
     let e = err_of(BASE, &["hypervisor.guest_idle=2"]);
     assert!(e.ends_with("hypervisor.guest_idle: expected `spin` or `hlt`"), "{e}");
+    // In an optional section (the schema's anyOf with null), and an untagged enum.
+    let spe = "[spe]\nwhere = \"host\"\nbuffer = \"4M\"\n[spe.task]\nrun = \"1ms\"\nswitches = 0\n";
+    let e = err_of(&format!("{BASE}{spe}"), &["spe.kernel=3"]);
+    assert!(e.ends_with("spe.kernel: expected `normal` or `debug`"), "{e}");
+    let kvm = "[kvm]\norder = \"upstream-after\"\n";
+    let e = err_of(&format!("{BASE}{kvm}"), &["kvm.order=3"]);
+    assert!(e.contains("kvm.order") && !e.contains("untagged enum") && !e.contains("Order"), "{e}");
 }
 
 #[test]
