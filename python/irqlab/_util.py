@@ -594,7 +594,7 @@ def time_ns(t: str) -> float:
 #: `irqlab measure` metrics that time a whole pass of a loop (user work, entry,
 #: kernel work, exit): put on a task's body they set its `per_op`, so the model's
 #: own entry and exit costs are not added on top of a measured whole call.
-WHOLE_PASS = ("ns_per_call", "ns_per_op", "ns_per_fault")
+WHOLE_PASS = tuple(f"{m}{end}" for m in ("ns_per_call", "ns_per_op", "ns_per_fault") for end in ("", "_min", "_max"))
 _BODY = re.compile(r"task\.(\d+)\.body")
 
 

@@ -3,6 +3,7 @@ through the extension), in forked processes pinned one per CPU."""
 
 from __future__ import annotations
 
+import collections
 import multiprocessing as mp
 import os
 import signal
@@ -29,19 +30,33 @@ def syscall(calls: int = 1_000_000, runs: int = 5, advance: Callable[[], None] |
     """gettid() `calls` times, `runs` times, on one pinned CPU: median ns per call."""
     _pin(0)
     _core.host_gettid_ns(min(calls, 100_000))  # warm-up
-    per_run = []
+    per_run, shares = [], []
     for _ in range(runs):
+        wall, cpu = time.monotonic(), time.thread_time()
         per_run.append(_core.host_gettid_ns(calls))
+        shares.append(_share(time.thread_time() - cpu, time.monotonic() - wall))
         if advance:
             advance()
     metrics = {
         "ns_per_call": statistics.median(per_run),
         "ns_per_call_min": min(per_run),
         "ns_per_call_max": max(per_run),
+        "cpu_share_min": min(shares),
     }
     return _doc(
         "syscall", metrics, {"ns_per_call": {"t": list(range(runs)), "v": per_run}}, {"calls": calls, "runs": runs}
     )
+
+
+def _share(cpu_s: float, wall_s: float) -> float:
+    """The share of the wall time the loop had its CPU: another load on that
+    CPU (or a hypervisor's steal) takes the rest, and the loop's rate with it."""
+    return min(1.0, cpu_s / wall_s) if wall_s > 0 else 1.0
+
+
+#: Under this share of its CPU a task measured a busy host, not this one
+#: (`cpu_share_min`; the CLI warns).
+BUSY_SHARE = 0.9
 
 
 def _pin(i: int) -> None:
@@ -101,10 +116,12 @@ def _worker(kind: str, i: int, barrier: Any, q: Any, warmup: float, interval: fl
         else:
             run = lambda s: _core.host_page_faults(s, mb << 20)  # noqa: E731
         run(warmup)
+        wall, cpu = time.monotonic(), time.thread_time()
         counts = [run(interval) for _ in range(intervals)]
-        q.put((i, counts, None, sorted(os.sched_getaffinity(0))))
+        share = _share(time.thread_time() - cpu, time.monotonic() - wall)
+        q.put((i, counts, None, sorted(os.sched_getaffinity(0)), share))
     except Exception as e:  # reported by the parent as one line
-        q.put((i, [], f"{type(e).__name__}: {e}", []))
+        q.put((i, [], f"{type(e).__name__}: {e}", [], 0.0))
 
 
 def _next_result(q: Any, procs: list[Any], done: dict[int, Any], kind: str, deadline: float) -> Any:
@@ -160,6 +177,7 @@ def per_task(
     ]
     counts: dict[int, list[tuple[int, int, int]]] = {}
     pinned: dict[int, list[int]] = {}
+    shares: dict[int, float] = {}
     finished = False
     try:
         with _stop_signals_held():
@@ -167,11 +185,12 @@ def per_task(
                 p.start()
         deadline = time.monotonic() + warmup + interval * intervals + 60
         for _ in range(tasks):
-            i, c, failure, cpus = _next_result(q, procs, counts, kind, deadline)
+            i, c, failure, cpus, share = _next_result(q, procs, counts, kind, deadline)
             if failure:
                 raise UserError(f"measure {kind}: task {i} failed: {failure}")
             counts[i] = c
             pinned[i] = cpus
+            shares[i] = share
             if advance:
                 advance()
         finished = True
@@ -190,6 +209,10 @@ def per_task(
     per_task_rates = [statistics.median(rate(x) for x in c) for _, c in sorted(counts.items())]
     metrics[f"{name}_per_task_min"] = min(per_task_rates)
     metrics[f"{name}_per_task_max"] = max(per_task_rates)
+    # Each task's share of its CPU over what its CPU's own tasks leave it (more
+    # tasks than CPUs share them by design): the lowest, 1 on a quiet host.
+    on_cpu = collections.Counter(tuple(c) for c in pinned.values())
+    metrics["cpu_share_min"] = min(min(1.0, shares[i] * on_cpu[tuple(pinned[i])]) for i in range(tasks))
     # One pass of the loop, whole: what a scenario's task.N.per_op takes.
     op = "ns_per_op" if kind == "sched_yield" else "ns_per_fault"
     metrics[op] = statistics.median(c[1] / c[0] for cs in counts.values() for c in cs if c[0])

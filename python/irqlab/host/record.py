@@ -29,7 +29,7 @@ from pathlib import Path
 from typing import Any
 
 from .. import _core
-from .._util import UserError, atomic_write
+from .._util import UserError, _alive, atomic_write
 from .info import host_info
 
 TRACEFS = Path("/sys/kernel/tracing")
@@ -105,18 +105,22 @@ def capture(duration: float, advance: Callable[[float], None] | None = None) -> 
     if os.geteuid() != 0:
         raise UserError("record: needs root (CAP_SYS_ADMIN) to use tracefs; run it as root")
     inst = TRACEFS / "instances" / f"irqlab-{os.getpid()}"
-    # SIGTERM must unwind through the `finally` below, which removes the
-    # instance. The CLI's handler does (it says "terminated", exit 143); a
-    # caller that left the default (which kills at once) gets one that does.
-    old_term = signal.getsignal(signal.SIGTERM)
-    if old_term == signal.SIG_DFL:
-        signal.signal(signal.SIGTERM, _on_term)
+    # SIGTERM and SIGHUP (a closed terminal, a dropped ssh) must unwind through
+    # the `finally` below, which removes the instance: by default they kill at
+    # once, and the instance went on tracing, 32 MiB a CPU (a review). The CLI's
+    # SIGTERM handler does (it says "terminated", exit 143); a signal left at
+    # its default gets one that does.
+    old = {sig: signal.getsignal(sig) for sig in (signal.SIGTERM, signal.SIGHUP)}
+    for sig, handler in old.items():
+        if handler == signal.SIG_DFL:
+            signal.signal(sig, _on_term)
     # The instance's name goes with the trace, so that a check that it is gone
     # looks at this recording's instance, not at another recorder's.
     snaps: dict[str, Any] = {"instance": inst.name}
     try:
         with _locked():
             _mount_if_needed()
+            _remove_orphans()
             try:
                 inst.mkdir()
             except OSError as e:
@@ -163,9 +167,22 @@ def capture(duration: float, advance: Callable[[float], None] | None = None) -> 
         try:
             _remove(inst)
         finally:
-            if old_term == signal.SIG_DFL:
-                signal.signal(signal.SIGTERM, old_term)
+            for sig, handler in old.items():
+                if handler == signal.SIG_DFL:
+                    signal.signal(sig, handler)
     return text, snaps
+
+
+def _remove_orphans() -> None:
+    """Removes the instances of recorders that died without cleaning up
+    (SIGKILL runs nothing): `irqlab-PID` whose PID is gone. Under `LOCK`."""
+    for d in (TRACEFS / "instances").glob("irqlab-*"):
+        pid = d.name.removeprefix("irqlab-")
+        if pid.isdigit() and not _alive(int(pid)):
+            with contextlib.suppress(OSError):
+                _write(d / "tracing_on", "0")
+            with contextlib.suppress(OSError):
+                d.rmdir()
 
 
 def _lost(inst: Path) -> dict[str, int]:
@@ -197,7 +214,9 @@ def parse(text: str) -> Iterator[tuple[int, int, int, str, str, str]]:
         fields = dict(kv.split("=", 1) for kv in rest.split() if "=" in kv)
         if ev in ("irq_handler_entry", "irq_handler_exit"):
             irq = int(fields.get("irq", -1))
-            yield t, int(cpu), irq, fields.get("name", ""), "entry" if ev.endswith("entry") else "exit", "irq"
+            # `name` is the format's last field and may hold spaces ("PCIe PME").
+            name = rest.split("name=", 1)[1].strip() if "name=" in rest else ""
+            yield t, int(cpu), irq, name, "entry" if ev.endswith("entry") else "exit", "irq"
         elif ev.endswith("_entry") or ev.endswith("_exit"):
             base, _, which = ev.rpartition("_")
             vec = int(fields.get("vector", -1))
