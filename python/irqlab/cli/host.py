@@ -65,12 +65,36 @@ def measure(
         raise UserError(f"--seconds {seconds}: expected more than 0 and at most 600")
     if not 0 <= warmup <= 600:
         raise UserError(f"--warmup {warmup}: expected 0 to 600")
+    # An option the measurement does not read is refused, not ignored (`syscall`
+    # ran its gettid runs whatever --tasks or --seconds said; a review).
+    unused: dict[str, tuple[tuple[str, float, float], ...]] = {
+        "syscall": (
+            ("--tasks", tasks, 1),
+            ("--seconds", seconds, 1.0),
+            ("--intervals", intervals, 5),
+            ("--warmup", warmup, 1.0),
+            ("--mb", mb, 128),
+        ),
+        "sched_yield": (("--calls", calls, 1_000_000), ("--runs", runs, 5), ("--mb", mb, 128)),
+        "pagefault": (("--calls", calls, 1_000_000), ("--runs", runs, 5)),
+    }
+    for name, given, default in unused[what]:
+        if given != default:
+            raise UserError(f"measure {what}: {name} is not used by this measurement (see irqlab measure --help)")
     if what == "syscall":
         with progress("measure syscall", runs) as advance:
             doc = hm.syscall(calls, runs, advance)
     else:
         with progress(f"measure {what} ({tasks} tasks)", tasks) as advance:
             doc = hm.per_task(what, tasks, warmup, seconds, intervals, mb, advance)
+    share = doc["metrics"]["cpu_share_min"]
+    if share < hm.BUSY_SHARE:
+        err.print(
+            f"warning: a task had its CPU only {share:.0%} of the time: another load (or the hypervisor's steal) "
+            "shared it, so this measures a busy host; rerun on a quiet one",
+            markup=False,
+            soft_wrap=True,
+        )
     if json_out is not None:
         write_json(json_out, doc)
     if not to_stdout(json_out):
