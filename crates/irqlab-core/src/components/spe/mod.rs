@@ -185,11 +185,8 @@ pub struct Spe {
     enable_seq: u32,
     writing: Option<crate::engine::sim::TimerHandle>,
     /// When the unit last started writing at `wp` (it advances `record_rate`
-    /// bytes per second from there), and whether `writing` is a `RecordFault`.
+    /// bytes per second from there).
     write_start: Ps,
-    fault_next: bool,
-    /// Where the record a pending `RecordFault` writes begins.
-    fault_at: u64,
     /// A stage-2 fault whose PMBIRQ KVM has not yet handled, and its page: the
     /// unit stays stopped through a disable and an enable (PMBSR_EL1.S holds it
     /// until KVM clears the syndrome), and KVM maps that page, wherever the
@@ -316,9 +313,8 @@ impl Component for Spe {
                 let now = s.now();
                 let me = m.parts.get();
                 me.writing = None;
-                me.fault_next = false;
-                // The record that faulted: it began on a record boundary in the unmapped page.
-                me.wp = me.fault_at;
+                // The record that faulted: the one in progress at `wp`, from its record boundary.
+                me.wp = me.wp / me.record * me.record;
                 me.fault::<P>(now, s);
             }
             SpeEv::WindowIrq => {
@@ -370,8 +366,9 @@ impl Component for Spe {
                         me.mapped[k] = false;
                         me.stats.reclaimed += 1;
                         me.stats.reclaims_per_page[k] += 1;
-                        // The page under the write pointer: the unit's next record there faults.
-                        if me.writing.is_some() && !me.fault_next && me.page_of(me.wp) == k {
+                        // The page under the write pointer (mapped until now, so the unit
+                        // was writing towards its end): its next record there faults.
+                        if me.writing.is_some() && me.page_of(me.wp) == k {
                             let pos = me.position(s.now());
                             me.stop_writes(s);
                             me.wp = pos;
@@ -636,8 +633,6 @@ impl Spe {
         } else {
             (pos + self.page - pos % self.page, SpeEv::PageCross)
         };
-        self.fault_next = ev == SpeEv::RecordFault;
-        self.fault_at = to - self.record;
         let d = ((to - pos) as f64 / self.record_rate * 1e12).ceil() as Ps;
         self.writing = Some(s.timer_after(d.max(1), P::ev(ev, 0)));
     }
