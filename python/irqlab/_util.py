@@ -212,7 +212,7 @@ def _destination(path: str | os.PathLike[str]) -> tuple[Path, bool]:
     return dest, not stat.S_ISREG(mode)
 
 
-def _alive(pid: int) -> bool:
+def pid_alive(pid: int) -> bool:
     try:
         os.kill(pid, 0)
     except ProcessLookupError:
@@ -233,7 +233,7 @@ def _remove_orphans(dest: Path) -> None:
         return
     for name in names:
         pid = name[len(prefix) :].split("-", 1)[0]
-        if pid.isdigit() and int(pid) != os.getpid() and not _alive(int(pid)):
+        if pid.isdigit() and int(pid) != os.getpid() and not pid_alive(int(pid)):
             with contextlib.suppress(OSError):
                 os.unlink(dest.parent / name)
 

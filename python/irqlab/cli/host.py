@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import contextlib
+import inspect
 from pathlib import Path
 from typing import Annotated, Any
 
@@ -67,20 +68,18 @@ def measure(
         raise UserError(f"--warmup {warmup}: expected 0 to 600")
     # An option the measurement does not read is refused, not ignored (`syscall`
     # ran its gettid runs whatever --tasks or --seconds said; a review).
-    unused: dict[str, tuple[tuple[str, float, float], ...]] = {
-        "syscall": (
-            ("--tasks", tasks, 1),
-            ("--seconds", seconds, 1.0),
-            ("--intervals", intervals, 5),
-            ("--warmup", warmup, 1.0),
-            ("--mb", mb, 128),
-        ),
-        "sched_yield": (("--calls", calls, 1_000_000), ("--runs", runs, 5), ("--mb", mb, 128)),
-        "pagefault": (("--calls", calls, 1_000_000), ("--runs", runs, 5)),
+    # (The defaults are the signature's, so that the two cannot drift apart.)
+    given = {"tasks": tasks, "seconds": seconds, "intervals": intervals, "warmup": warmup, "mb": mb}
+    given |= {"calls": calls, "runs": runs}
+    unused = {
+        "syscall": ("tasks", "seconds", "intervals", "warmup", "mb"),
+        "sched_yield": ("calls", "runs", "mb"),
+        "pagefault": ("calls", "runs"),
     }
-    for name, given, default in unused[what]:
-        if given != default:
-            raise UserError(f"measure {what}: {name} is not used by this measurement (see irqlab measure --help)")
+    defaults = inspect.signature(measure).parameters
+    for name in unused[what]:
+        if given[name] != defaults[name].default:
+            raise UserError(f"measure {what}: --{name} is not used by this measurement (see irqlab measure --help)")
     if what == "syscall":
         with progress("measure syscall", runs) as advance:
             doc = hm.syscall(calls, runs, advance)

@@ -29,7 +29,7 @@ from pathlib import Path
 from typing import Any
 
 from .. import _core
-from .._util import UserError, _alive, atomic_write
+from .._util import UserError, atomic_write, pid_alive
 from .info import host_info
 
 TRACEFS = Path("/sys/kernel/tracing")
@@ -86,10 +86,7 @@ def _remove(inst: Path) -> None:
         if not (TRACEFS / "instances").is_dir():
             remounted = subprocess.run(MOUNT, capture_output=True).returncode == 0
         if inst.exists():
-            with contextlib.suppress(OSError):
-                _write(inst / "tracing_on", "0")
-            with contextlib.suppress(OSError):
-                inst.rmdir()
+            _stop_and_rmdir(inst)
         left = any((TRACEFS / "instances").iterdir()) if (TRACEFS / "instances").is_dir() else True
         if (remounted or MOUNTED_MARK.exists()) and not left:
             subprocess.run(["umount", str(TRACEFS)], capture_output=True)
@@ -178,11 +175,16 @@ def _remove_orphans() -> None:
     (SIGKILL runs nothing): `irqlab-PID` whose PID is gone. Under `LOCK`."""
     for d in (TRACEFS / "instances").glob("irqlab-*"):
         pid = d.name.removeprefix("irqlab-")
-        if pid.isdigit() and not _alive(int(pid)):
-            with contextlib.suppress(OSError):
-                _write(d / "tracing_on", "0")
-            with contextlib.suppress(OSError):
-                d.rmdir()
+        if pid.isdigit() and not pid_alive(int(pid)):
+            _stop_and_rmdir(d)
+
+
+def _stop_and_rmdir(inst: Path) -> None:
+    """Stops an instance's tracing and removes it, as far as tracefs lets."""
+    with contextlib.suppress(OSError):
+        _write(inst / "tracing_on", "0")
+    with contextlib.suppress(OSError):
+        inst.rmdir()
 
 
 def _lost(inst: Path) -> dict[str, int]:
