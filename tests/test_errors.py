@@ -91,6 +91,18 @@ CASES = [
         lambda s, d: ["run", SCENARIOS_DIR / "examples" / "m5-nvme-12ssd.toml", "--set", "nvme.0.iommus=[0, 1]"],
         ["nvme[0].iommus[1]", "platform.iommus_per_socket"],
     ),
+    (
+        "fetch-slots-without-dies",
+        lambda s, d: [
+            "run",
+            SCENARIOS_DIR / "examples" / "m5-nvme-qd1.toml",
+            "--set",
+            "nvme.0.fetch_slots=64",
+            "--set",
+            'nvme.0.service_order="fifo"',
+        ],
+        ["nvme[0].fetch_slots", 'service_order = "die"'],
+    ),
     ("whatif-fractional-cpus", lambda s, d: ["whatif", "--cpus", "1.5"], ["--cpus", "whole CPU counts"]),
     (
         "trace-after-the-run",

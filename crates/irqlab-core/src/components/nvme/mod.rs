@@ -108,7 +108,8 @@ pub struct Disk {
     pub channels: u32,
     pub busy: u32,
     pub order: ServiceOrder,
-    /// I/Os fetched and not yet given a channel: (submitted, cq). The time may lie ahead (a resubmission on its way).
+    /// I/Os submitted and not yet given a channel (with dies: not yet fetched
+    /// into the controller): (submitted, cq). The time may lie ahead (a resubmission on its way).
     pub sq: VecDeque<(Ps, u32)>,
     /// With `ServiceOrder::Die`: each die's waiting I/Os, in order, and whether it reads one now.
     pub die_queues: Vec<VecDeque<(Ps, u32)>>,
@@ -125,6 +126,10 @@ pub struct Disk {
     /// Of `parked`, the reads in the controller's buffer (their dies free), and its size.
     pub buffered: u32,
     pub read_buffer: u32,
+    /// Commands in the controller (taken from `sq`, not yet posted) and how
+    /// many it may hold (`fetch_slots`; `u32::MAX`: no limit).
+    pub fetched: u32,
+    pub fetch_slots: u32,
 }
 
 pub struct Cq {
@@ -295,6 +300,8 @@ impl Component for Nvme {
                     parked: VecDeque::new(),
                     buffered: 0,
                     read_buffer: n.read_buffer,
+                    fetched: 0,
+                    fetch_slots: n.fetch_slots.unwrap_or(u32::MAX),
                 };
                 for q in first_cq..me.cqs.len() as u32 {
                     let cq = &mut me.cqs[q as usize];
@@ -491,7 +498,11 @@ fn disk_kick<P: Has<Nvme>>(m: &mut Machine<P>, s: &mut Scheduler<Ev>, d: u32) {
         let disk = &mut m.parts.get().disks[d as usize];
         let (die, io) = match disk.order {
             ServiceOrder::Die => {
+                if disk.fetched >= disk.fetch_slots {
+                    return; // the controller is full: the rest wait in their submission queues
+                }
                 let Some(io) = disk.sq.pop_front() else { return };
+                disk.fetched += 1;
                 // A random read's block, and so its die, is uniform over the array.
                 let die = disk.rng.gen_range(0..disk.channels);
                 if disk.die_busy[die as usize] {
@@ -578,6 +589,9 @@ fn dma_out<P: Has<Nvme>>(m: &mut Machine<P>, s: &mut Scheduler<Ev>, InService { 
         cq_signal(m, s, cq);
     }
     let disk = &mut m.parts.get().disks[d as usize];
+    if disk.order == ServiceOrder::Die {
+        disk.fetched -= 1; // posted: its slot in the controller is free
+    }
     if die == IN_BUFFER {
         disk.buffered -= 1; // its die was released when it entered the buffer
     } else {

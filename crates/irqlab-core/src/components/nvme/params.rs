@@ -128,6 +128,15 @@ pub struct Nvme {
     /// buffer's size is not public).
     #[serde(default)]
     pub read_buffer: u32,
+    /// Commands the controller holds at once (fetched from its submission
+    /// queues and not yet completed: queued at a die, read, or waiting for a
+    /// PCIe credit); the rest wait in their submission queues, fetched in the
+    /// order they were submitted, and that wait is in their latency. Only with
+    /// `service_order = "die"`. Default: no limit (an assumption; controllers'
+    /// internal command slots are not public), so every submitted command
+    /// waits at its die.
+    #[serde(default)]
+    pub fetch_slots: Option<u32>,
     /// Queue depth of each CQ; at most this many I/Os per queue are outstanding.
     #[serde(default = "d_depth")]
     pub depth: u32,
@@ -175,6 +184,7 @@ pub fn check(list: &[Nvme], ctx: &Ctx, names: &mut HashSet<String>) -> Check {
             ("depth", n.depth, 1, 65535),
             ("dma_credits", n.dma_credits, 1, 4096),
             ("read_buffer", n.read_buffer, 0, 1 << 20),
+            ("fetch_slots", n.fetch_slots.unwrap_or(1), 1, 1 << 20),
             ("fio.jobs", n.fio.jobs, 1, 4096),
             ("fio.iodepth", n.fio.iodepth, 1, 65535),
         ] {
@@ -215,6 +225,12 @@ pub fn check(list: &[Nvme], ctx: &Ctx, names: &mut HashSet<String>) -> Check {
                     n.service_min,
                     crate::scenario::units::Time(mean as u64)
                 ),
+            );
+        }
+        if n.fetch_slots.is_some() && n.service_order != ServiceOrder::Die {
+            return err(
+                format!("{p}.fetch_slots"),
+                "is only read with service_order = \"die\" (the other orders let any free channel take any submitted command)",
             );
         }
         let cv = n.service_cv;

@@ -373,3 +373,27 @@ fn jobs_spread_over_the_queues_across_disks() {
     assert!(busy(0) > 0.95 && busy(1) > 0.95, "cpu0 {} cpu1 {}", busy(0), busy(1));
     assert!(out.report.metrics["nvme.ssd.iops"] > 150_000.0, "two CPUs submit: {}", out.report.metrics["nvme.ssd.iops"]);
 }
+
+/// A controller that holds `fetch_slots` commands leaves the rest in their
+/// submission queues, in order: with 256 I/Os in flight on 80 dies and 160
+/// slots, a die's queue is short and the rest of the wait is a FIFO's, so the
+/// tail narrows; the dies idle more (a die with nothing fetched for it waits
+/// while the submission queues hold its next reads), so IOPS fall, and Little's
+/// law holds either way. No I/O is lost, and a limit above what is in flight
+/// changes nothing. (`submit` 0: the CPUs, not the disk, would limit otherwise.)
+#[test]
+fn fetch_slots_move_the_wait_from_the_dies_into_the_submission_queues() {
+    let deep = ["duration=60ms", "warmup=20ms", "nvme.0.fio.iodepth=256", "nvme.0.submit=\"0ns\""];
+    let free = go(DISK, &deep);
+    let held = go(DISK, &[&deep[..], &["nvme.0.fetch_slots=160"]].concat());
+    let unlimited = go(DISK, &[&deep[..], &["nvme.0.fetch_slots=1048576"]].concat());
+    let (a, b) = (&free.report.histograms["nvme.ssd.latency"], &held.report.histograms["nvme.ssd.latency"]);
+    assert!(b.p99 < 0.85 * a.p99, "p99 {} ns with every command at its die, {} ns with 160 slots", a.p99, b.p99);
+    let (ia, ib) = (free.report.metrics["nvme.ssd.iops"], held.report.metrics["nvme.ssd.iops"]);
+    assert!(ib > 0.7 * ia && ib < 0.95 * ia, "IOPS {ia} then {ib}");
+    for (iops, mean) in [(ia, a.mean), (ib, b.mean)] {
+        let in_flight = iops * mean * 1e-9;
+        assert!((in_flight / 256.0 - 1.0).abs() < 0.05, "Little's law: {in_flight} I/Os in flight, 256 submitted");
+    }
+    assert_eq!(unlimited.report.metrics["nvme.ssd.iops"], ia, "a limit above what is in flight changes nothing");
+}
