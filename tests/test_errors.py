@@ -150,6 +150,7 @@ CASES = [
     ),
     ("whatif-cpus-inf", lambda s, d: ["whatif", "--cpus", "inf"], ["--cpus", "finite"]),
     ("whatif-wedge-nan", lambda s, d: ["whatif", "--wedge-ms", "nan"], ["--wedge-ms", "finite"]),
+    ("whatif-sdei-after-nan", lambda s, d: ["whatif", "--sdei-after-ms", "nan"], ["--sdei-after-ms", "finite"]),
     # 0 and -1 refused with the same words (it said "at least 0" for -1, then refused 0).
     ("whatif-exceptions-0", lambda s, d: ["whatif", "--exceptions-per-s", "0"], ["--exceptions-per-s 0", "above 0"]),
     (

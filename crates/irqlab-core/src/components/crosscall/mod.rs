@@ -58,6 +58,12 @@ pub struct CallState {
     pub reached: Vec<Option<(Ps, u32)>>,
     /// Targets whose first handler started after the deadline.
     pub late: Vec<bool>,
+    /// Per target reached: whether its handler interrupted code that had IRQs
+    /// masked, so that a backtrace shows that code. A handler that got in only
+    /// once the CPU unmasked (a normal IPI, or an NMI held back by DAIF.I)
+    /// shows the code after the unmask, not the spin (`nmi_cpu_backtrace`
+    /// prints `get_irq_regs()`, the registers the interrupt took).
+    pub in_masked: Vec<bool>,
     pub handler_runs: u64,
     pub signals_sent: u64,
     /// `cpu.sdei.signal`: one SMC on the requester per target PE, one after another.
@@ -128,6 +134,7 @@ impl Component for CrossCalls {
                 at: x.at.ps(),
                 reached: vec![None; targets.len()],
                 late: vec![false; targets.len()],
+                in_masked: vec![false; targets.len()],
                 targets,
                 mechanisms: x.mechanisms.clone(),
                 srcs: ids,
@@ -160,8 +167,9 @@ impl Component for CrossCalls {
     }
 
     /// A cross-call handler starts on its target.
-    fn handler_start<P: Has<Self>>(m: &mut Machine<P>, s: &mut Scheduler<Ev>, _c: usize, i: u32) -> Ps {
+    fn handler_start<P: Has<Self>>(m: &mut Machine<P>, s: &mut Scheduler<Ev>, c: usize, i: u32) -> Ps {
         let now = s.now();
+        let in_masked = interrupted_masked(m, c, i);
         let src = &m.srcs[i as usize];
         let me: &mut CrossCalls = m.parts.get();
         let (k, xtarget) = me.sources[src.owner_arg as usize];
@@ -174,6 +182,7 @@ impl Component for CrossCalls {
                 call.late[j] = true; // the requester had given up
             } else {
                 call.reached[j] = Some((now - call.at, stage));
+                call.in_masked[j] = in_masked;
             }
         }
         src.handler
@@ -182,6 +191,17 @@ impl Component for CrossCalls {
     fn report<P: Has<Self>>(m: &mut Machine<P>, r: &mut Report, _now: Ps, _secs: f64) {
         m.parts.get_ref().report(r);
     }
+}
+
+/// Whether the code source `i`'s handler interrupted on CPU `c` had IRQs
+/// masked: the frame under the handler's (with no entry phase the handler
+/// starts before its frame is pushed, and the interrupted frame is the top).
+fn interrupted_masked<P: Has<CrossCalls>>(m: &Machine<P>, c: usize, i: u32) -> bool {
+    use crate::platform::cpu::Work;
+    let st = &m.cpus[c].stack;
+    let pushed = matches!(st.last().map(|f| f.work), Some(Work::Irq { src, .. }) if src == i);
+    let under = if pushed { st.len().checked_sub(2) } else { st.len().checked_sub(1) };
+    under.is_some_and(|k| !st[k].mask.admits(Prio::Normal))
 }
 
 /// The requester signals every target that has not answered, then schedules
@@ -228,14 +248,19 @@ fn signal<P: Has<CrossCalls>>(m: &mut Machine<P>, s: &mut Scheduler<Ev>, k: u32)
 impl CrossCalls {
     /// `crosscall.NAME.*`: who was reached, by what, how fast.
     fn report(&self, r: &mut Report) {
-        let mut targets = Table::new(&["call", "cpu", "reached", "mechanism", "latency_ns"]);
+        let mut targets = Table::new(&["call", "cpu", "reached", "mechanism", "latency_ns", "in_masked"]);
         for call in &self.calls {
             for (j, &cpu) in call.targets.iter().enumerate() {
-                let (reached, mech, lat) = match call.reached[j] {
-                    Some((l, stage)) => (1.0, Cell::from(call.mechanisms[stage as usize].name()), Cell::Num(l as f64 / 1e3)),
-                    None => (0.0, Cell::None, Cell::None),
+                let (reached, mech, lat, masked) = match call.reached[j] {
+                    Some((l, stage)) => (
+                        1.0,
+                        Cell::from(call.mechanisms[stage as usize].name()),
+                        Cell::Num(l as f64 / 1e3),
+                        Cell::Num(call.in_masked[j] as u8 as f64),
+                    ),
+                    None => (0.0, Cell::None, Cell::None, Cell::None),
                 };
-                targets.row(vec![call.name.as_str().into(), (cpu as f64).into(), reached.into(), mech, lat]);
+                targets.row(vec![call.name.as_str().into(), (cpu as f64).into(), reached.into(), mech, lat, masked]);
             }
         }
         if !self.calls.is_empty() {
@@ -247,6 +272,7 @@ impl CrossCalls {
             r.metric(format!("{p}.targets"), call.targets.len() as f64);
             r.metric(format!("{p}.reached"), reached.len() as f64);
             r.metric(format!("{p}.all_reached"), (reached.len() == call.targets.len()) as u8 as f64);
+            r.metric(format!("{p}.reached_masked"), call.in_masked.iter().filter(|&&b| b).count() as f64);
             if call.deadline.is_some() {
                 r.metric(format!("{p}.reached_late"), call.late.iter().filter(|&&l| l).count() as f64);
             }

@@ -203,3 +203,23 @@ fn per_stage_waits_escalate_on_their_own_clock_and_the_last_one_is_a_deadline() 
     assert_eq!(stop["crosscall.bt.all_reached"], 0.0);
     assert!(stop["crosscall.bt.handler_runs"] >= 1.0, "the handler still ran, late");
 }
+
+/// A backtrace shows the code the handler interrupted: SDEI in a DAIF wedge
+/// and a pseudo-NMI in a PMR wedge interrupt the masked spin; a pseudo-NMI
+/// that DAIF.I held back, and a plain IPI, get in only once the wedge has
+/// ended (at 100 ms), and interrupt the unmasked code after it.
+#[test]
+fn a_handler_says_whether_it_interrupted_the_masked_code() {
+    for (masking, with, mech, inside) in [
+        ("daif", "daif", r#""sdei""#, true),
+        ("pmr", "pmr", r#""pseudo-nmi""#, true),
+        ("pmr", "daif", r#""pseudo-nmi""#, false),
+        ("daif", "daif", r#""ipi""#, false),
+    ] {
+        let m = wedged(masking, with, mech, "", "150ms");
+        assert_eq!(m["crosscall.bt.reached"], 1.0, "{masking} {with} {mech}");
+        assert_eq!(m["crosscall.bt.reached_masked"], inside as u8 as f64, "{masking} {with} {mech}");
+        let lat = wedged_latency_ns(&m);
+        assert_eq!(lat < 1e6, inside, "{masking} {with} {mech}: reached after {lat} ns");
+    }
+}
