@@ -206,3 +206,19 @@ def test_set_from_keeps_a_whole_number_whole_and_refuses_infinity(small, tmp_pat
     assert json.loads(out.read_text())["provenance"]["scenario"]["source"][0]["count"] == 3
     p = run_cli("run", small, "--set-from", f"{counts}:big=source.0.rate")
     assert_user_error(p, "metric 'big' is inf, expected a finite number")
+
+
+def test_a_reader_that_goes_away_ends_the_command_as_sigpipe_would(small):
+    """`irqlab run ... | head -1`: the reader closes the pipe, and the command
+    ends quietly with a Unix tool's SIGPIPE status (141), not 1, which typer's
+    own handling gave one write path and rich's the other, and reads as a
+    failure under `set -o pipefail`. The output (132 KB) is twice a pipe's
+    buffer, so the command is still writing when the reader goes."""
+    cmd = [sys.executable, "-m", "irqlab", "run", str(small), "--set", "platform.cpus=1024", "--per-cpu"]
+    p = subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=subprocess.PIPE)
+    assert p.stdout is not None and p.stderr is not None
+    os.read(p.stdout.fileno(), 10)
+    p.stdout.close()
+    rc = p.wait(timeout=120)
+    assert rc == 141, (rc, p.stderr.read())
+    assert p.stderr.read() == b""

@@ -26,7 +26,7 @@ from typer._click.exceptions import UsageError
 
 from .. import _core
 from .._util import UserError, one_line, output_problem
-from .render import err, out
+from .render import EXIT_PIPE, err, out
 
 app = typer.Typer(
     name="irqlab",
@@ -118,6 +118,11 @@ def user_errors(fn: Callable[P, R]) -> Callable[P, R]:
         except KeyboardInterrupt:
             err.print("error: interrupted", markup=False)
             raise typer.Exit(130) from None
+        except BrokenPipeError:
+            # The reader of stdout went away (`| head -1`): typer's own handling
+            # would exit 1, which reads as a failure; as `render._Console` does.
+            _stdout_gone()
+            raise typer.Exit(EXIT_PIPE) from None
 
     return wrapper
 
@@ -217,6 +222,11 @@ def main(args: list[str] | None = None) -> None:
         err.print("error: terminated", markup=False)
         sys.exit(e.code)
     except OSError as e:
+        if e.errno == errno.EPIPE:
+            # The reader went away (`irqlab query ... | head -1`): nothing to say
+            # to it (what `out` prints takes the same way, `render._Console`).
+            _stdout_gone()
+            sys.exit(EXIT_PIPE)
         # Files are written by `write_all`, whose errors are UserErrors: what is
         # left is the terminal or a redirection (`> /dev/full`) refusing output.
         if e.errno not in _OUTPUT_ERRNOS:

@@ -2,7 +2,9 @@
 
 from __future__ import annotations
 
+import contextlib
 import json
+import os
 import sys
 from pathlib import Path
 from typing import Any
@@ -14,7 +16,22 @@ from rich.table import Table
 
 from .._util import atomic_write
 
-out = Console(highlight=False)
+#: The exit status when the reader of stdout went away (`irqlab run ... | head -1`):
+#: a Unix tool's that SIGPIPE ended. (Python ignores SIGPIPE, and a sweep's Ray
+#: or Dask sockets need it ignored, so the status is given by hand.)
+EXIT_PIPE = 128 + 13
+
+
+class _Console(Console):
+    def on_broken_pipe(self) -> None:
+        """Rich's own ends the program with status 1, which reads as a failure."""
+        self.quiet = True
+        with contextlib.suppress(OSError, ValueError):
+            os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
+        raise SystemExit(EXIT_PIPE)
+
+
+out = _Console(highlight=False)
 err = Console(stderr=True, highlight=False)
 
 STDOUT = "-"
