@@ -243,17 +243,22 @@ class Reach:
     latency_us: float | None
     by: str | None
     in_masked_code: bool
+    #: How long the kernel's requester spins for the answer (to its deadline if
+    #: none comes): `nmi_trigger_cpumask_backtrace`'s mdelay loop, from the
+    #: buddy detector in hardirq with IRQs masked; `smp_send_stop`'s udelay.
+    requester_wait_us: float
 
 
 def _reach(scenario: dict[str, Any], seed: int) -> Reach:
     m = _run(scenario, seed)["metrics"]
     call = scenario["crosscall"][0]
+    wait_us = float(m["crosscall.bt.requester_wait_ns"]) / 1e3
     wait_ns = sum(time_ns(w) for w in call["waits"])
     t = m.get("crosscall.bt.time_to_all_ns")
     if m["crosscall.bt.reached"] != 1.0 or t is None or t > wait_ns:
-        return Reach(False, None, None, False)
+        return Reach(False, None, None, False, wait_us)
     by = next((k for k in call["mechanisms"] if m.get(f"crosscall.bt.reached_by.{k}", 0) > 0), None)
-    return Reach(True, float(t) / 1e3, by, m["crosscall.bt.reached_masked"] == 1.0)
+    return Reach(True, float(t) / 1e3, by, m["crosscall.bt.reached_masked"] == 1.0, wait_us)
 
 
 def reachability(
@@ -289,6 +294,7 @@ def reachability(
                         "in_masked_code": r.in_masked_code,
                         "by": r.by,
                         "latency_us": r.latency_us,
+                        "requester_wait_us": r.requester_wait_us,
                         "steady_state_throughput_cost": (1 - tax_ratio)
                         if (mech == "pseudo-nmi" and tax_ratio)
                         else 0.0,
@@ -329,7 +335,16 @@ def stopping(
     for kernel, masking, wedge, with_, ladder in cases:
         sc = wedge_scenario(base, masking, with_, ladder, wedge_ns, sdei_dispatch_ns, sdei_signal_ns, handler_ns)
         r = _reach(sc, seed)
-        rows.append({"kernel": kernel, "wedge": wedge, "stopped": r.reached, "latency_us": r.latency_us, "by": r.by})
+        rows.append(
+            {
+                "kernel": kernel,
+                "wedge": wedge,
+                "stopped": r.reached,
+                "latency_us": r.latency_us,
+                "by": r.by,
+                "requester_wait_us": r.requester_wait_us,
+            }
+        )
     return rows
 
 

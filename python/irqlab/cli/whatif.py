@@ -155,7 +155,16 @@ def whatif(
     ]
     title = f"pseudo-NMI throughput cost ({exceptions_per_s:,.0f} exceptions/s, {irqs:,.0f} irqs/s per CPU)"
     _table(title, headers, rows, [True] * len(headers), 1)
-    headers = ["wedged by", "mechanism", "SDEI dispatch", "backtrace", "by", "latency us", "steady-state cost"]
+    headers = [
+        "wedged by",
+        "mechanism",
+        "SDEI dispatch",
+        "backtrace",
+        "by",
+        "latency us",
+        "requester spins us",
+        "steady-state cost",
+    ]
     rows = [
         [
             r["wedge"],
@@ -164,6 +173,7 @@ def whatif(
             ("of the wedge" if r["in_masked_code"] else "after unmask") if r["reached"] else "none",
             r["by"] or "",
             "" if r["latency_us"] is None else f"{r['latency_us']:.2f}",
+            f"{r['requester_wait_us']:.2f}",
             f"{r['steady_state_throughput_cost']:.1%}",
         ]
         for r in reach
@@ -172,10 +182,12 @@ def whatif(
     title = (
         f"a backtrace of a CPU wedged for {wedge_ms:g} ms (the requester waits 10 s; sdei: the IPI first, "
         f"SDEI after {sdei_after_ms:g} ms without an answer; nmi: FEAT_NMI, which 6.12 does not support; "
-        "after unmask: the handler ran once the CPU unmasked, and shows the code after the wedge)"
+        "after unmask: the handler ran once the CPU unmasked, and shows the code after the wedge; requester "
+        "spins: how long the asking CPU busy-waits, in the kernel with IRQs off from the lockup detector, which "
+        "the model reports but does not charge)"
     )
     _table(title, headers, rows, right, 3)
-    headers = ["kernel", "wedged by", "stopped", "latency us", "by"]
+    headers = ["kernel", "wedged by", "stopped", "latency us", "by", "requester spins us"]
     rows = [
         [
             r["kernel"],
@@ -183,6 +195,7 @@ def whatif(
             "yes" if r["stopped"] else "no",
             "" if r["latency_us"] is None else f"{r['latency_us']:.2f}",
             r["by"] or "",
+            f"{r['requester_wait_us']:.2f}",
         ]
         for r in stop
     ]
@@ -190,7 +203,7 @@ def whatif(
         "stopping it (smp_send_stop: an IPI for up to 1 s, then on a pseudo-NMI kernel a pseudo-NMI for 10 ms; "
         "+ SDEI: the brief's SDEI stage after those, 10 ms, with the first --sdei-dispatch-ns)"
     )
-    _table(title, headers, rows, [c == "latency us" for c in headers], 2)
+    _table(title, headers, rows, [c in ("latency us", "requester spins us") for c in headers], 2)
 
 
 def _table(title: str, headers: list[str], rows: list[list[str]], right: list[bool], lead: int) -> None:

@@ -287,6 +287,18 @@ impl CrossCalls {
                 let all = reached.iter().map(|(l, _)| *l).max().unwrap_or(0);
                 r.metric(format!("{p}.time_to_all_ns"), all as f64 / 1e3);
             }
+            // How long the kernel's requester spins for the answers: until the last
+            // target answers, or to its deadline if one never does (with `waits`).
+            // `nmi_trigger_cpumask_backtrace` loops on mdelay(1) (from the
+            // buddy detector, in hardirq with IRQs masked), `smp_send_stop` on
+            // udelay. Reported only: the model's requester runs its tasks on.
+            let wait = match (reached.len() == call.targets.len(), call.deadline) {
+                (true, _) => reached.iter().map(|(l, _)| *l).max(),
+                (false, d) => d,
+            };
+            if let Some(w) = wait {
+                r.metric(format!("{p}.requester_wait_ns"), w as f64 / 1e3);
+            }
             if !reached.is_empty() {
                 let mut h = Latency::default();
                 for (l, _) in &reached {
