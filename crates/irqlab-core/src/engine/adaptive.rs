@@ -160,6 +160,35 @@ mod tests {
     use proptest::prelude::*;
 
     proptest! {
+        /// Many events at equal times while the set moves between heap and
+        /// radix heap: ties keep their insertion order. The shrink threshold is
+        /// close to the grow one, so that several tied events move at once.
+        /// (Mutation testing: `push_keyed`'s `seq -= 1` went unnoticed.)
+        #[test]
+        fn ties_keep_insertion_order_across_moves(ops in proptest::collection::vec((0u8..3, 0u64..3), 1..400)) {
+            let mut set = EventSet::with_thresholds(12, 10);
+            let mut heap = HeapQueue::default();
+            let (mut now, mut id) = (0u64, 0u32);
+            for (op, dt) in ops {
+                if op < 2 {
+                    set.push(now, now + dt, id);
+                    heap.push(now, now + dt, id);
+                    id += 1;
+                } else {
+                    let a = set.pop();
+                    prop_assert_eq!(a, heap.pop());
+                    if let Some((t, _)) = a {
+                        now = t;
+                    }
+                }
+            }
+            while let Some(a) = set.pop() {
+                prop_assert_eq!(Some(a), heap.pop());
+            }
+        }
+    }
+
+    proptest! {
         /// Through every move between the two (the pending count swings across
         /// both thresholds), the set hands out what one binary heap does.
         #[test]

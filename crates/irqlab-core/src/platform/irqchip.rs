@@ -41,10 +41,6 @@ impl Pending {
         s
     }
 
-    pub fn len(&self) -> usize {
-        self.by_prio.iter().map(|q| q.len()).sum()
-    }
-
     #[inline]
     pub fn is_empty(&self) -> bool {
         self.nonempty == 0

@@ -509,6 +509,34 @@ mod tests {
         assert_eq!(law(8000, &hi, &p()), 9000);
     }
 
+    /// Fixed mode is both targets 0 (the brief): one target alone is adaptive,
+    /// and without a hardirq target hardirq time is not read. (Mutation testing
+    /// found no test that told `&&` from `||` here, or `> 0` from `>= 0`.)
+    #[test]
+    fn one_target_alone_is_adaptive_and_a_zero_target_reads_nothing() {
+        let rate_only = Params { hardirq_percent: 0, ..p() };
+        let hardirq_only = Params { target_intr_rate: 0, ..p() };
+        for q in [&rate_only, &hardirq_only] {
+            assert!(!q.fixed());
+            assert_eq!(law(16_000, &e(1, 1, 1, 0), q), 15_000, "low load: decrease, not delay_ns");
+        }
+        // 1 % hardirq, no hardirq target, rates low: decrease.
+        assert_eq!(law(16_000, &e(1, 1, 1, 10_000), &rate_only), 15_000);
+    }
+
+    /// Every criterion is "above", not "at": rates come from whole counts, so a
+    /// rate exactly at its target happens (1,000 interrupts in a 1 ms epoch).
+    #[test]
+    fn a_rate_at_its_target_is_not_above_it() {
+        // Global exactly 1 M/s (local share high): not high, decrease.
+        assert_eq!(law(16_000, &e(100, 1000, 16, 0), &p()), 15_000);
+        // Global high, local share exactly at target (1 M/s x 1 CPU x 100 = 100 M): decrease.
+        let q = Params { scale: 100, ..p() };
+        assert_eq!(law(16_000, &e(1000, 2000, 1, 0), &q), 15_000);
+        // 533 - 533/16 = 500 is not under the 500 ns floor.
+        assert_eq!(law(533, &e(1, 1, 1, 0), &p()), 500);
+    }
+
     #[test]
     fn increase_is_capped_at_delay_ns() {
         assert_eq!(law(95_000, &e(100, 2000, 16, 0), &p()), 100_000);
