@@ -9,10 +9,8 @@ own module, imported at the bottom so that it registers on `app`."""
 
 from __future__ import annotations
 
-import contextlib
 import errno
 import functools
-import os
 import signal
 import sys
 from collections.abc import Callable
@@ -26,7 +24,7 @@ from typer._click.exceptions import UsageError
 
 from .. import _core
 from .._util import UserError, one_line, output_problem
-from .render import EXIT_PIPE, err, out
+from .render import EXIT_PIPE, err, out, stdout_gone
 
 app = typer.Typer(
     name="irqlab",
@@ -121,7 +119,7 @@ def user_errors(fn: Callable[P, R]) -> Callable[P, R]:
         except BrokenPipeError:
             # The reader of stdout went away (`| head -1`): typer's own handling
             # would exit 1, which reads as a failure; as `render._Console` does.
-            _stdout_gone()
+            stdout_gone()
             raise typer.Exit(EXIT_PIPE) from None
 
     return wrapper
@@ -225,13 +223,13 @@ def main(args: list[str] | None = None) -> None:
         if e.errno == errno.EPIPE:
             # The reader went away (`irqlab query ... | head -1`): nothing to say
             # to it (what `out` prints takes the same way, `render._Console`).
-            _stdout_gone()
+            stdout_gone()
             sys.exit(EXIT_PIPE)
         # Files are written by `write_all`, whose errors are UserErrors: what is
         # left is the terminal or a redirection (`> /dev/full`) refusing output.
         if e.errno not in _OUTPUT_ERRNOS:
             raise
-        _stdout_gone()
+        stdout_gone()
         err.print(f"error: cannot write the output: {e.strerror or e}", markup=False)
         sys.exit(1)
     sys.exit(code if isinstance(code, int) else 0)
@@ -239,14 +237,6 @@ def main(args: list[str] | None = None) -> None:
 
 #: Errors of a write that no retry fixes: a full disk or quota, a file too large, an I/O error.
 _OUTPUT_ERRNOS = {errno.ENOSPC, errno.EDQUOT, errno.EFBIG, errno.EIO}
-
-
-def _stdout_gone() -> None:
-    """Points stdout at /dev/null, so that the interpreter's last flush of what
-    is still buffered fails no more (it would print its own message)."""
-    with contextlib.suppress(OSError, ValueError):
-        devnull = os.open(os.devnull, os.O_WRONLY)
-        os.dup2(devnull, sys.stdout.fileno())
 
 
 # The command modules register on `app` when imported; this order is the

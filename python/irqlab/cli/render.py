@@ -22,12 +22,19 @@ from .._util import atomic_write
 EXIT_PIPE = 128 + 13
 
 
+def stdout_gone() -> None:
+    """Points stdout at /dev/null, so that the interpreter's last flush of what
+    is still buffered fails no more (it would print its own message)."""
+    with contextlib.suppress(OSError, ValueError):
+        devnull = os.open(os.devnull, os.O_WRONLY)
+        os.dup2(devnull, sys.stdout.fileno())
+
+
 class _Console(Console):
     def on_broken_pipe(self) -> None:
         """Rich's own ends the program with status 1, which reads as a failure."""
         self.quiet = True
-        with contextlib.suppress(OSError, ValueError):
-            os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
+        stdout_gone()
         raise SystemExit(EXIT_PIPE)
 
 
