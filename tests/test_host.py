@@ -50,6 +50,49 @@ def test_syscall_cost_is_plausible_and_stable(tmp_path: Path) -> None:
     assert set(a) >= {"scenario", "seed", "version", "metrics", "histograms", "series", "tables"}
 
 
+def test_host_records_the_effective_mitigations_and_idle_states(tmp_path: Path) -> None:
+    # A sysfs tree of a host with one mitigation in force, one vulnerability
+    # left open and a deep idle state turned off: what `host` reports must be
+    # what the files say, and a host without the files reports None.
+    from irqlab.host import info
+
+    vul = tmp_path / "vulnerabilities"
+    vul.mkdir()
+    (vul / "retbleed").write_text("Mitigation: untrained return thunk; SMT enabled with STIBP protection\n")
+    (vul / "spec_store_bypass").write_text("Vulnerable\n")
+    (vul / "meltdown").write_text("Not affected\n")
+    (tmp_path / "cpuidle").mkdir()
+    (tmp_path / "cpuidle" / "current_driver").write_text("intel_idle\n")
+    (tmp_path / "cpuidle" / "current_governor").write_text("menu\n")
+    for k, (name, lat, res, off) in enumerate([("POLL", 0, 0, 0), ("C1E", 2, 4, 0), ("C6", 290, 800, 1)]):
+        d = tmp_path / "cpu0" / "cpuidle" / f"state{k}"
+        d.mkdir(parents=True)
+        for f, v in (("name", name), ("latency", lat), ("residency", res), ("disable", off)):
+            (d / f).write_text(f"{v}\n")
+    v = info.vulnerabilities(str(tmp_path))
+    assert v == {
+        "meltdown": "Not affected",
+        "retbleed": "Mitigation: untrained return thunk; SMT enabled with STIBP protection",
+        "spec_store_bypass": "Vulnerable",
+    }
+    idle = info.cpuidle(str(tmp_path))
+    assert idle is not None and (idle["driver"], idle["governor"]) == ("intel_idle", "menu")
+    assert [(s["name"], s["latency_us"], s["residency_us"], s["disabled"]) for s in idle["states"]] == [
+        ("POLL", 0, 0, False),
+        ("C1E", 2, 4, False),
+        ("C6", 290, 800, True),
+    ]
+    line = info.describe(
+        {"kernel": "6.12", "cpu_model": "x", "cores": 2, "boot_options": {}, "vulnerabilities": v, "cpuidle": idle}
+    )
+    # The deepest state the governor may choose: a disabled one is not.
+    assert "mitigations in force: 1, vulnerable: 1" in line and "deepest C1E (2 us exit)" in line, line
+    empty = tmp_path / "none"
+    empty.mkdir()
+    assert info.vulnerabilities(str(empty)) is None and info.cpuidle(str(empty)) is None
+    assert "idle:" not in info.describe({**{"kernel": "k", "cpu_model": "x", "cores": 1, "boot_options": {}}})
+
+
 def test_sched_yield_runs_one_task_per_cpu(tmp_path: Path) -> None:
     # What a second task adds depends on what else this machine runs (a busy
     # CPU shares itself with every yield), so that is a benchmark's question;

@@ -98,9 +98,10 @@ def measure(
         write_json(json_out, doc)
     if not to_stdout(json_out):
         print_result(doc)
-        h = doc["host"]
+        from ..host.info import describe
+
         out.print(
-            f"host: {h['kernel']}, {h['cpu_model']}, {h['cores']} CPUs, boot: {h['boot_options'] or '-'}",
+            describe(doc["host"]),
             markup=False,
             soft_wrap=True,
         )
