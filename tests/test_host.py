@@ -312,6 +312,12 @@ def test_recording_holds_device_interrupts(recording: Recording) -> None:
     rows = table.to_pylist()
     exits = [r for r in rows if r["event"] == "exit" and r["name"] == recording.disk and r["duration"] is not None]
     assert exits and all(0 <= r["duration"] < 1e9 for r in exits)
+    # Times to the ns where the kernel has the raw format (every kernel with
+    # instances): one of a few hundred events on a whole µs would be a chance.
+    if snaps["time_resolution_ns"] == 1:
+        assert sum(r["time"] % 1000 != 0 for r in rows) > len(rows) // 2, rows[:5]
+    else:
+        assert all(r["time"] % 1000 == 0 for r in rows)
     # The recording's private instance is gone: the host's tracing is as it was.
     # (Only its own: another `irqlab record` may be running beside this test.)
     assert snaps["instance"].startswith("irqlab-")
@@ -655,6 +661,29 @@ def test_a_handler_name_with_spaces_is_kept_whole() -> None:
     line = "  <idle>-0  [001] d.h1.  1234.567890: irq_handler_entry: irq=24 name=PCIe PME"
     [(t, cpu, irq, name, event, kind)] = list(parse(line))
     assert (t, cpu, irq, name, event, kind) == (1234_567_890_000, 1, 24, "PCIe PME", "entry", "irq")
+
+
+def test_times_come_to_the_ns_from_the_raw_read_and_only_when_it_pairs() -> None:
+    from irqlab.host.record import ns_times, parse
+
+    text = (
+        "# tracer: nop\n"
+        "  <idle>-0  [001] d.h1.  1234.567890: irq_handler_entry: irq=24 name=nvme0q1\n"
+        "CPU:0 [LOST 3 EVENTS]\n"
+        "  fio-77  [000] d.h1.  1234.567891: irq_handler_exit: irq=24 ret=handled\n"
+    )
+    raw = "# tracer: nop\n0 1 1234567889601 type: 225\nCPU:0 [LOST 3 EVENTS]\n77 0 1234567891499 type: 224\n"
+    ns = ns_times(text, raw)
+    assert ns == [1234567889601, 1234567891499]
+    assert [r[0] for r in parse(text, ns)] == ns
+    # The text rounds to the µs (1234.567890 is ...889,601 ns rounded): a raw
+    # time that does not round to its line's, another CPU, or another count of
+    # events is not this trace's, and the µs stay.
+    assert ns_times(text, raw.replace("1234567889601", "1234567888999")) is None
+    assert ns_times(text, raw.replace("0 1 1234567889601", "0 0 1234567889601")) is None
+    assert ns_times(text, raw.replace("77 0 1234567891499 type: 224\n", "")) is None
+    assert ns_times(text, None) is None
+    assert [r[0] for r in parse(text)] == [1234_567_890_000, 1234_567_891_000]
 
 
 def test_a_task_that_shares_its_cpu_with_another_load_is_warned_about(tmp_path: Path) -> None:

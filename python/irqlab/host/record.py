@@ -43,6 +43,8 @@ SCHEMA_TAG = b"irqlab.trace"
 
 # "  <idle>-0  [001] d.h1.  1234.567890: irq_handler_entry: irq=36 name=virtio1-req.0"
 LINE = re.compile(r"^\s*.+?-\d+\s+(?:\(\s*[-\d]+\)\s+)?\[(\d+)\]\s+(?:\S+\s+)?(\d+)\.(\d+):\s+(\w+):\s*(.*)$")
+# The same event with the `raw` trace option: "PID CPU NS type: ID" (`print_raw_fmt`).
+RAW_LINE = re.compile(r"^\d+ (\d+) (\d+) ")
 
 
 def _write(path: Path, text: str) -> None:
@@ -97,8 +99,10 @@ def _on_term(signum: int, frame: Any) -> None:
     raise SystemExit(128 + signum)
 
 
-def capture(duration: float, advance: Callable[[float], None] | None = None) -> tuple[str, dict[str, Any]]:
-    """Records for `duration` seconds; returns the trace text and the snapshots."""
+def capture(duration: float, advance: Callable[[float], None] | None = None) -> tuple[str, str | None, dict[str, Any]]:
+    """Records for `duration` seconds; returns the trace text, the same events
+    read again with the `raw` option (ns timestamps; `None` where the option
+    is missing) and the snapshots."""
     if os.geteuid() != 0:
         raise UserError("record: needs root (CAP_SYS_ADMIN) to use tracefs; run it as root")
     inst = TRACEFS / "instances" / f"irqlab-{os.getpid()}"
@@ -153,6 +157,12 @@ def capture(duration: float, advance: Callable[[float], None] | None = None) -> 
             snaps["interrupts_after"] = Path("/proc/interrupts").read_text()
             snaps["stat_after"] = Path("/proc/stat").read_text()
             text = (inst / "trace").read_text()
+            raw = None
+            if (inst / "options" / "raw").exists():
+                # Reading `trace` consumes nothing, and tracing is off: a second
+                # read in the raw format lists the same events in the same order.
+                _write(inst / "options" / "raw", "1")
+                raw = (inst / "trace").read_text()
         except PermissionError as e:
             raise UserError(f"record: permission denied writing {e.filename}") from None
         except FileNotFoundError as e:
@@ -167,7 +177,7 @@ def capture(duration: float, advance: Callable[[float], None] | None = None) -> 
             for sig, handler in old.items():
                 if handler == signal.SIG_DFL:
                     signal.signal(sig, handler)
-    return text, snaps
+    return text, raw, snaps
 
 
 def _remove_orphans() -> None:
@@ -203,16 +213,43 @@ def _lost(inst: Path) -> dict[str, int]:
     return lost
 
 
-def parse(text: str) -> Iterator[tuple[int, int, int, str, str, str]]:
-    """(time ns, cpu, irq or vector, name, event, kind) per trace line."""
+def ns_times(text: str, raw: str | None) -> list[int] | None:
+    """The ns timestamp of each event line of `text`, from the same events read
+    with the `raw` option, or `None` if the two cannot be paired line for line.
+
+    The text format prints a ns clock rounded to whole µs (`ns2usecs` in
+    `trace_print_time`); the raw one prints it whole (`print_raw_fmt`) but
+    not the events' fields. Each pair must agree on the CPU and on the rounded
+    µs, so a mismatch (a kernel that orders them differently) falls back to µs
+    rather than giving an event another's time."""
+    if raw is None:
+        return None
+    ns = [(int(m.group(1)), int(m.group(2))) for line in raw.splitlines() if (m := RAW_LINE.match(line))]
+    events = [m for line in text.splitlines() if not line.startswith("#") and (m := LINE.match(line))]
+    if len(ns) != len(events):
+        return None
+    out = []
+    for (cpu, t), m in zip(ns, events):
+        us = int(m.group(2)) * 1_000_000 + int(m.group(3).ljust(6, "0")[:6])
+        if cpu != int(m.group(1)) or (t + 500) // 1000 != us:
+            return None
+        out.append(t)
+    return out
+
+
+def parse(text: str, ns: list[int] | None = None) -> Iterator[tuple[int, int, int, str, str, str]]:
+    """(time ns, cpu, irq or vector, name, event, kind) per trace line; `ns`
+    (from `ns_times`) gives each event line's time to the ns."""
+    k = -1
     for line in text.splitlines():
         if line.startswith("#"):
             continue
         m = LINE.match(line)
         if not m:
             continue
+        k += 1
         cpu, sec, frac, ev, rest = m.groups()
-        t = int(sec) * 1_000_000_000 + int(frac.ljust(9, "0")[:9])
+        t = ns[k] if ns is not None else int(sec) * 1_000_000_000 + int(frac.ljust(9, "0")[:9])
         fields = dict(kv.split("=", 1) for kv in rest.split() if "=" in kv)
         if ev in ("irq_handler_entry", "irq_handler_exit"):
             irq = int(fields.get("irq", -1))
@@ -225,10 +262,12 @@ def parse(text: str) -> Iterator[tuple[int, int, int, str, str, str]]:
             yield t, int(cpu), vec, base, which, "vector"
 
 
-def to_table(text: str, snaps: dict[str, Any], duration: float) -> Any:
+def to_table(text: str, raw: str | None, snaps: dict[str, Any], duration: float) -> Any:
     import pyarrow as pa
 
-    rows = list(parse(text))
+    ns = ns_times(text, raw)
+    snaps["time_resolution_ns"] = 1 if ns is not None else 1000
+    rows = list(parse(text, ns))
     rows.sort(key=lambda r: (r[0], r[1]))
     open_: dict[tuple[int, str, int], tuple[int, str]] = {}
     cols: dict[str, list[Any]] = {k: [] for k in ("time", "cpu", "irq", "name", "event", "kind", "duration")}
@@ -277,8 +316,8 @@ def record(
 
     if not 0 < duration <= 3600:
         raise UserError(f"--duration {duration}: expected more than 0 and at most 3600 seconds")
-    text, snaps = capture(duration, advance)
-    table = to_table(text, snaps, duration)
+    text, raw, snaps = capture(duration, advance)
+    table = to_table(text, raw, snaps, duration)
     buf = io.BytesIO()
     pq.write_table(table, buf, compression="zstd")
     # From here the recording is kept: a Ctrl-C that lands during the write (a
