@@ -360,7 +360,7 @@ impl<P: Parts> Machine<P> {
                 exc_exit: sc.cpu.exception_exit.ps() + pmr.exit,
                 // (Under pseudo-NMI with its PMR accesses, `pmr::SWITCH`.)
                 switch: sc.cpu.context_switch.ps() + pmr.switch,
-                timeslice: sc.cpu.timeslice.ps(),
+                timeslice: sc.cpu.timeslice.map_or_else(|| crate::scenario::base_slice(sc.platform.cpus), |t| t.ps()),
                 irq_handler_mask: match sc.cpu.masking {
                     Masking::Daif => Mask::Daif,
                     Masking::Pmr => Mask::Pmr,
