@@ -141,6 +141,11 @@ def test_a_histogram_statistic_can_be_a_figure(tmp_path, small):
     assert_ok(run_cli("reproduce", "--figures", d, "--out", out))
     [fig] = json.loads((out / "figures.json").read_text())["figures"]
     assert fig["simulated"] == p99 and fig["error"] == 0.0 and fig["metric"] == "irq_latency.p99.9"
+    # The published value is in the histogram's own unit: one that names
+    # another (17 meant as ms) is refused, not compared a million times off.
+    (d / "h.toml").write_text(small.read_text() + expect("irq_latency.p99.9", p99 / 1e6, 0.01, "tail", "ms"))
+    p = run_cli("reproduce", "--figures", d, "--out", tmp_path / "report2")
+    assert_user_error(p, "expect[0].unit", "`ms`", "irq_latency", "in ns")
 
 
 @pytest.mark.parametrize(

@@ -220,6 +220,8 @@ def check(run: FigureRun, runs: Sequence[FigureRun] = ()) -> list[dict[str, Any]
         metric = exp["metric"]
         sim = _value(run, metric, i)
         relative_to = exp.get("relative_to")
+        if relative_to is None:
+            _check_unit(run, metric, exp, i)
         if relative_to is not None:
             other = next((r for r in runs if r.stem == run.stem and r.overrides == list(relative_to)), None)
             if other is None or other.result is None:
@@ -263,6 +265,24 @@ def _value(run: FigureRun, metric: str, i: int) -> float:
             f"{run.origin}: expect[{i}].metric: `{metric}` is not produced by this scenario; known: {known}"
         )
     return v
+
+
+def _check_unit(run: FigureRun, metric: str, exp: dict[str, Any], i: int) -> None:
+    """`published` is in the metric's own unit, which `unit` only names: a
+    histogram statistic's unit is known (`ns`), so an expectation that names
+    another (`ms`, with a published 17 meant as 17 ms) would be compared a
+    million times off. Plain metrics carry no unit to check against."""
+    assert run.result is not None
+    given = exp.get("unit")
+    for name, hist in run.result.get("histograms", {}).items():
+        stat = metric[len(name) + 1 :]
+        if metric.startswith(name + ".") and stat not in ("count", "unit") and hist.get("unit"):
+            if given and given != hist["unit"]:
+                raise UserError(
+                    f"{run.origin}: expect[{i}].unit: `{given}`, but `{name}` is in {hist['unit']}: "
+                    f'expected unit = "{hist["unit"]}" and `published` in {hist["unit"]}'
+                )
+            return
 
 
 def studies(runs: Sequence[FigureRun]) -> list[dict[str, Any]]:
