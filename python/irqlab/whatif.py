@@ -191,6 +191,7 @@ def wedge_scenario(
     sdei_dispatch_ns: float,
     sdei_signal_ns: float,
     handler_ns: float,
+    serial: bool = False,
 ) -> dict[str, Any]:
     """The wedged CPU runs user code, then masks for `wedge_ns` from 10 µs before
     the request (at 1 ms) and unmasks; the requester signals with each
@@ -208,6 +209,8 @@ def wedge_scenario(
         "mechanisms": [m for m, _ in ladder],
         "waits": [f"{w}ns" for _, w in ladder],
         "handler": f"{handler_ns}ns",
+        # A backtrace answers when its print ends (`serial`); a stop as it starts.
+        "serial": serial,
     }
     wait_ns = sum(w for _, w in ladder)
     return {
@@ -285,7 +288,8 @@ def reachability(
                 kernel = "pmr" if mech == "pseudo-nmi" else "daif"
                 w = with_ if kernel == "pmr" else "daif"
                 ladder = [("ipi", sdei_after_ns), ("sdei", WAIT_NS)] if mech == "sdei" else [(mech, WAIT_NS)]
-                r = _reach(wedge_scenario(base, kernel, w, ladder, wedge_ns, disp, sdei_signal_ns, handler_ns), seed)
+                sc = wedge_scenario(base, kernel, w, ladder, wedge_ns, disp, sdei_signal_ns, handler_ns, serial=True)
+                r = _reach(sc, seed)
                 rows.append(
                     {
                         "wedge": wedge,

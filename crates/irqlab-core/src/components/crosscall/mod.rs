@@ -36,6 +36,8 @@ pub struct CrossCalls {
     pub calls: Vec<CallState>,
     /// Per owned source (`Source::owner_arg`): its call, and its `stage * targets + target` index there.
     pub sources: Vec<(u32, u32)>,
+    /// When the print lock (`printk_cpu_sync`, one for the machine) is next free.
+    pub print_free: Ps,
 }
 
 pub struct CallState {
@@ -70,6 +72,11 @@ pub struct CallState {
     pub smc: Ps,
     /// The requester's time in those SMCs.
     pub smc_busy: Ps,
+    /// `serial`: the targets' first handler runs print one at a time.
+    pub serial: bool,
+    /// Per target reached: from `at` to its answer, when the requester sees it
+    /// (its print's end with `serial`, else its handler's start).
+    pub answered: Vec<Option<Ps>>,
 }
 
 impl CallState {
@@ -135,6 +142,7 @@ impl Component for CrossCalls {
                 reached: vec![None; targets.len()],
                 late: vec![false; targets.len()],
                 in_masked: vec![false; targets.len()],
+                answered: vec![None; targets.len()],
                 targets,
                 mechanisms: x.mechanisms.clone(),
                 srcs: ids,
@@ -148,6 +156,7 @@ impl Component for CrossCalls {
                 signals_sent: 0,
                 smc: sc.cpu.sdei.signal.ps(),
                 smc_busy: 0,
+                serial: x.serial,
             });
         }
         me
@@ -177,15 +186,25 @@ impl Component for CrossCalls {
         let n = call.targets.len() as u32;
         let (stage, j) = (xtarget / n, (xtarget % n) as usize);
         call.handler_runs += 1;
-        if call.reached[j].is_none() {
+        let first = call.reached[j].is_none() && !call.late[j];
+        // A later run finds its CPU already cleared from the mask and prints nothing.
+        let (wait, answer) = if first && call.serial {
+            let wait = me.print_free.saturating_sub(now);
+            me.print_free = now + wait + src.handler;
+            (wait, now + wait + src.handler)
+        } else {
+            (0, now)
+        };
+        if first {
             if call.deadline.is_some_and(|d| now - call.at > d) {
                 call.late[j] = true; // the requester had given up
             } else {
                 call.reached[j] = Some((now - call.at, stage));
                 call.in_masked[j] = in_masked;
+                call.answered[j] = Some(answer - call.at);
             }
         }
-        src.handler
+        wait + src.handler
     }
 
     fn report<P: Has<Self>>(m: &mut Machine<P>, r: &mut Report, _now: Ps, _secs: f64) {
@@ -248,19 +267,18 @@ fn signal<P: Has<CrossCalls>>(m: &mut Machine<P>, s: &mut Scheduler<Ev>, k: u32)
 impl CrossCalls {
     /// `crosscall.NAME.*`: who was reached, by what, how fast.
     fn report(&self, r: &mut Report) {
-        let mut targets = Table::new(&["call", "cpu", "reached", "mechanism", "latency_ns", "in_masked"]);
+        let mut targets = Table::new(&["call", "cpu", "reached", "mechanism", "latency_ns", "answered_ns", "in_masked"]);
         for call in &self.calls {
             for (j, &cpu) in call.targets.iter().enumerate() {
-                let (reached, mech, lat, masked) = match call.reached[j] {
-                    Some((l, stage)) => (
-                        1.0,
-                        Cell::from(call.mechanisms[stage as usize].name()),
-                        Cell::Num(l as f64 / 1e3),
-                        Cell::Num(call.in_masked[j] as u8 as f64),
-                    ),
-                    None => (0.0, Cell::None, Cell::None, Cell::None),
+                let ns = |t: Option<Ps>| t.map_or(Cell::None, |t| Cell::Num(t as f64 / 1e3));
+                let (reached, mech, masked) = match call.reached[j] {
+                    Some((_, stage)) => {
+                        (1.0, Cell::from(call.mechanisms[stage as usize].name()), Cell::Num(call.in_masked[j] as u8 as f64))
+                    }
+                    None => (0.0, Cell::None, Cell::None),
                 };
-                targets.row(vec![call.name.as_str().into(), (cpu as f64).into(), reached.into(), mech, lat, masked]);
+                let lat = ns(call.reached[j].map(|r| r.0));
+                targets.row(vec![call.name.as_str().into(), (cpu as f64).into(), reached.into(), mech, lat, ns(call.answered[j]), masked]);
             }
         }
         if !self.calls.is_empty() {
@@ -283,9 +301,13 @@ impl CrossCalls {
                 let by = reached.iter().filter(|(_, st)| *st as usize == stage).count();
                 r.metric(format!("{p}.reached_by.{}", m.name()), by as f64);
             }
+            let last_answer = call.answered.iter().flatten().max().copied();
             if reached.len() == call.targets.len() {
                 let all = reached.iter().map(|(l, _)| *l).max().unwrap_or(0);
                 r.metric(format!("{p}.time_to_all_ns"), all as f64 / 1e3);
+                if call.serial {
+                    r.metric(format!("{p}.time_to_all_answered_ns"), last_answer.unwrap_or(0) as f64 / 1e3);
+                }
             }
             // How long the kernel's requester spins for the answers: until the last
             // target answers, or to its deadline if one never does (with `waits`).
@@ -293,7 +315,7 @@ impl CrossCalls {
             // buddy detector, in hardirq with IRQs masked), `smp_send_stop` on
             // udelay. Reported only: the model's requester runs its tasks on.
             let wait = match (reached.len() == call.targets.len(), call.deadline) {
-                (true, _) => reached.iter().map(|(l, _)| *l).max(),
+                (true, d) => last_answer.map(|a| d.map_or(a, |d| a.min(d))),
                 (false, d) => d,
             };
             if let Some(w) = wait {

@@ -67,6 +67,14 @@ pub struct CrossCall {
     pub signal_interval: Time,
     /// The handler on the target (e.g. dumping a backtrace).
     pub handler: Time,
+    /// The targets print one at a time: `nmi_cpu_backtrace` holds
+    /// `printk_cpu_sync_get_irqsave`, a lock of the whole machine, while it
+    /// prints, and clears its CPU from the requester's mask only after
+    /// (lib/nmi_backtrace.c). A target that finds another printing spins in
+    /// its handler until that one is done, and it has answered when its own
+    /// print ends. Set it for a backtrace; a stop (`local_cpu_stop`) takes no lock.
+    #[serde(default)]
+    pub serial: bool,
 }
 
 /// Names unique, the call within the measured span, targets that exist and run

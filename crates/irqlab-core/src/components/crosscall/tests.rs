@@ -1,5 +1,6 @@
 //! M1's acceptance: who reaches a masked CPU, and masking delays but never drops.
 
+use crate::engine::stats::Cell;
 use crate::run::{run, RunOptions};
 use std::collections::BTreeMap;
 
@@ -222,4 +223,52 @@ fn a_handler_says_whether_it_interrupted_the_masked_code() {
         let lat = wedged_latency_ns(&m);
         assert_eq!(lat < 1e6, inside, "{masking} {with} {mech}: reached after {lat} ns");
     }
+}
+
+/// Five idle CPUs take a backtrace IPI at once: with `serial` they print one at
+/// a time (`printk_cpu_sync`), so the k-th answers k handlers after the signal
+/// and the requester's wait is the last print's end; without, each answers as
+/// its handler starts.
+fn five_idle(serial: bool) -> BTreeMap<String, f64> {
+    let toml = format!(
+        "name = \"five\"\nduration = \"20ms\"\n[platform]\ncpus = 6\n[cpu]\nirq_entry = \"100ns\"\n\
+         [[crosscall]]\nname = \"bt\"\nat = \"10ms\"\nmechanisms = [\"ipi\"]\nhandler = \"20us\"\nserial = {serial}\n"
+    );
+    let sc = crate::load(&toml, "five.toml", &[]).expect("valid scenario");
+    let out = run(&sc, RunOptions { audit: true, ..Default::default() });
+    assert_eq!(out.audit.double_deliveries, 0);
+    let mut m = out.report.metrics;
+    let t = &out.report.tables["crosscall_targets"];
+    let col = t.columns.iter().position(|c| c == "answered_ns").expect("answered_ns column");
+    let mut answers: Vec<f64> =
+        t.rows.iter().map(|r| if let Cell::Num(v) = r[col] { v } else { panic!("a target did not answer") }).collect();
+    answers.sort_by(f64::total_cmp);
+    for (k, a) in answers.iter().enumerate() {
+        m.insert(format!("answer{k}"), *a);
+    }
+    m
+}
+
+#[test]
+fn serial_backtraces_answer_one_print_after_another() {
+    let s = five_idle(true);
+    assert_eq!(s["crosscall.bt.reached"], 5.0);
+    // Every handler starts 100 ns after the signal; the prints follow each other.
+    assert!((s["crosscall.bt.time_to_all_ns"] - 100.0).abs() < 1.0, "{}", s["crosscall.bt.time_to_all_ns"]);
+    for k in 0..5 {
+        let want = 100.0 + 20_000.0 * (k as f64 + 1.0);
+        assert!((s[&format!("answer{k}")] - want).abs() < 1.0, "answer {k}: {} against {want}", s[&format!("answer{k}")]);
+    }
+    assert!((s["crosscall.bt.time_to_all_answered_ns"] - 100_100.0).abs() < 1.0);
+    assert!((s["crosscall.bt.requester_wait_ns"] - 100_100.0).abs() < 1.0);
+    // The spin on the lock is the handlers' time: 20 + 40 + ... + 100 us of hardirq.
+    let p = five_idle(false);
+    assert!(!p.contains_key("crosscall.bt.time_to_all_answered_ns"));
+    for k in 0..5 {
+        assert!((p[&format!("answer{k}")] - 100.0).abs() < 1.0);
+    }
+    assert!((p["crosscall.bt.requester_wait_ns"] - 100.0).abs() < 1.0);
+    let busy = |m: &BTreeMap<String, f64>| (1..6).map(|c| m[&format!("cpu{c}.hardirq_share")]).sum::<f64>() * 20e6;
+    assert!((busy(&s) - 300_000.0 - 500.0).abs() < 50.0, "{}", busy(&s));
+    assert!((busy(&p) - 100_000.0 - 500.0).abs() < 50.0, "{}", busy(&p));
 }
