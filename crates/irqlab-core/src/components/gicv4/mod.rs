@@ -388,7 +388,12 @@ fn switch_out<P: Parts>(m: &mut Machine<P>, s: &mut Scheduler<Ev>, v: u32) {
 }
 
 /// Schedule-in on pCPU `p` (where the vCPU now is): `VMOVP` on every ITS if
-/// the vPE was mapped elsewhere, then Valid=1 and the Dirty poll.
+/// the vPE was mapped elsewhere, then Valid=1 and the Dirty poll. On GICv4.0,
+/// with the doorbell behind the proxy device, Linux also moves the doorbell's
+/// proxy event after a `VMOVP` (`its_vpe_db_proxy_move`: `MOVI`) and clears
+/// a doorbell that may still be pending once the vPE is resident
+/// (`vgic_v4_load` → `irq_set_irqchip_state(PENDING, false)` →
+/// `its_vpe_set_irqchip_state`: `CLEAR`), one ITS command each.
 fn switch_in<P: Parts>(m: &mut Machine<P>, s: &mut Scheduler<Ev>, v: u32) {
     let now = s.now();
     // `vgic_v4_load` returns for a vPE already resident.
@@ -400,17 +405,24 @@ fn switch_in<P: Parts>(m: &mut Machine<P>, s: &mut Scheduler<Ev>, v: u32) {
     g.stats.sched_in += 1;
     let mut cost = 0;
     let vp = g.vpes[v as usize];
+    let proxy_its = v as usize % g.its_free_at.len();
     if vp.rd != p {
         g.stats.vmovps += 1;
         for its in 0..g.its_free_at.len() {
             cost += its_cmd(g, now + cost, its);
         }
+        if !g.v41 {
+            cost += its_cmd(g, now + cost, proxy_its); // MOVI of the doorbell's proxy event
+        }
     }
     // GICv4.0: mask a doorbell that did not ring (KVM's `its_vpe_4_0` does so at load).
     if vp.db_armed && !vp.db_raised && !g.v41 {
-        cost += its_cmd(g, now + cost, v as usize % g.its_free_at.len());
+        cost += its_cmd(g, now + cost, proxy_its);
     }
     cost += vpendbaser(g);
+    if !g.v41 {
+        cost += its_cmd(g, now + cost, proxy_its); // CLEAR of a doorbell left pending
+    }
     g.stats.periods += 1;
     g.stats.periods_armed_vlpi += vp.vlpi_armed as u64;
     g.stats.periods_doorbell += (vp.db_rung > 0) as u64;
