@@ -347,6 +347,28 @@ mod tests {
         assert_eq!(f.submit(100), 115);
         assert_eq!(f.busy, 30);
     }
+    /// What the report and the trace read of a fabric: its shape, whether a
+    /// write costs anything (with no cost a write only takes the latency), the
+    /// work ahead of a write (the soonest-free slot's), and each write's wait.
+    /// (Mutation testing: these, and every slot after the first being used,
+    /// went unchecked.)
+    #[test]
+    fn shape_backlog_and_waits_of_a_two_slot_fabric() {
+        let mut free = Fabric::new(0, 4, 50);
+        assert!(!free.has_cost());
+        assert_eq!(free.submit(100), 150);
+        let mut f = Fabric::new(1000, 2, 50);
+        assert_eq!((f.slots(), f.latency(), f.has_cost()), (2, 50, true));
+        assert_eq!(f.backlog(0), 0);
+        assert_eq!(f.submit(0), 1050);
+        assert_eq!(f.backlog(400), 0, "a slot is free");
+        assert_eq!(f.submit(400), 1450, "on the second slot, at once");
+        assert_eq!(f.backlog(600), 400, "both busy: the first frees at 1000");
+        assert_eq!(f.submit(600), 2050);
+        assert_eq!(f.submit(700), 2450);
+        let w = f.wait.summary();
+        assert_eq!((w.count, w.max), (4, 0.7), "the last write waited 700 ps");
+    }
 }
 
 #[cfg(test)]
@@ -416,5 +438,24 @@ mod path_tests {
         assert_eq!(p.done(300), (Write::Msi(1), None));
         p.submit(350, 0, Write::Dma(A), 100);
         assert_eq!(p.busy_until(400), 200 + 50);
+    }
+
+    /// The trace's backlog: what is left of the write in service and every
+    /// write queued behind it, all links together; and each write's wait.
+    #[test]
+    fn backlog_is_the_rest_of_the_write_in_service_and_all_queued() {
+        let mut p = DmaPath::new(300);
+        assert_eq!(p.backlog(0), 0);
+        p.submit(0, 0, Write::Dma(A), 40);
+        p.submit(10, 1, Write::Msi(9), 300);
+        p.submit(20, 0, Write::Dma(B), 40);
+        assert_eq!(p.backlog(30), 10 + 300 + 40);
+        assert_eq!(p.done(40).1, Some((Write::Msi(9), 340)));
+        assert_eq!(p.backlog(100), 240 + 40);
+        assert_eq!(p.done(340).1, Some((Write::Dma(B), 380)));
+        assert_eq!(p.done(380).1, None);
+        assert_eq!(p.backlog(380), 0);
+        let w = p.wait.summary();
+        assert_eq!((w.count, w.max), (3, 0.32), "B waited from 20 to 340");
     }
 }

@@ -272,3 +272,55 @@ fn serial_backtraces_answer_one_print_after_another() {
     assert!((busy(&s) - 300_000.0 - 500.0).abs() < 50.0, "{}", busy(&s));
     assert!((busy(&p) - 100_000.0 - 500.0).abs() < 50.0, "{}", busy(&p));
 }
+
+#[test]
+fn the_next_mechanism_signals_each_target_not_yet_reached() {
+    // Two CPUs wedged under DAIF: the IPIs wait, and after 1 ms SDEI must go to
+    // both of them, each through its own source (stage 1 of two targets).
+    let toml = r#"
+name = "two"
+duration = "20ms"
+[platform]
+cpus = 3
+[cpu]
+irq_entry = "100ns"
+[cpu.sdei]
+dispatch = "5us"
+[[task]]
+name = "wedge"
+count = 2
+cpus = [1, 2]
+work = "1us"
+exception = "syscall"
+body = "50ms"
+irqs_off = "50ms"
+irqs_off_with = "daif"
+[[crosscall]]
+name = "bt"
+at = "5ms"
+mechanisms = ["ipi", "sdei"]
+timeout = "1ms"
+handler = "2us"
+"#;
+    let sc = crate::load(toml, "two.toml", &[]).expect("valid scenario");
+    let m = run(&sc, RunOptions::default()).report.metrics;
+    assert_eq!(m["crosscall.bt.reached_by.sdei"], 2.0, "{m:?}");
+    assert_eq!(m["crosscall.bt.reached_by.ipi"], 0.0);
+    assert!((m["crosscall.bt.time_to_all_ns"] - 1_005_000.0).abs() < 1.0, "{}", m["crosscall.bt.time_to_all_ns"]);
+}
+
+#[test]
+fn an_answer_at_the_deadline_is_in_time_and_one_after_it_is_late() {
+    // An idle target: FEAT_NMI's handler starts 100 ns after the request.
+    let late = |wait: &str| {
+        let toml = format!(
+            "name = \"d\"\nduration = \"2ms\"\n[platform]\ncpus = 2\n[cpu]\nirq_entry = \"100ns\"\n\
+             [[crosscall]]\nname = \"bt\"\nat = \"1ms\"\nmechanisms = [\"nmi\"]\nwaits = [\"{wait}\"]\nhandler = \"1us\"\n"
+        );
+        let sc = crate::load(&toml, "d.toml", &[]).expect("valid scenario");
+        let m = run(&sc, RunOptions::default()).report.metrics;
+        (m["crosscall.bt.reached"], m["crosscall.bt.reached_late"])
+    };
+    assert_eq!(late("100ns"), (1.0, 0.0));
+    assert_eq!(late("99ns"), (0.0, 1.0));
+}

@@ -600,4 +600,92 @@ mod tests {
         q.scale = 200;
         assert_eq!(law(8000, &x, &q), 9000);
     }
+
+    /// The reported `mod_ns` is time-weighted: each delay counts for as long as
+    /// it held, per sample interval (`take_mean_mod_ns`) and since the stats
+    /// reset (`mean_mod_ns`), and the reset drops what came before it.
+    /// (Mutation testing found no test that read these values, only whether
+    /// they were 0 or large.)
+    #[test]
+    fn mean_mod_ns_weights_each_delay_by_how_long_it_held() {
+        let mut g = Gsim::new(p(), 10_000, 16, 2, vec![]);
+        // CPU 0: 0 over [0, 100), then 1000; CPU 1 stays at 0.
+        g.set_mod(0, 100, 1000);
+        assert_eq!(g.take_mean_mod_ns(200, 0), vec![500.0, 0.0]);
+        assert_eq!(g.take_mean_mod_ns(400, 200), vec![1000.0, 0.0], "the last sample is not counted again");
+        assert_eq!(g.mean_mod_ns(400, 0), vec![750.0, 0.0]);
+        g.total = 5;
+        g.timers_started = 3;
+        g.disables = 2;
+        g.reset_stats(400);
+        assert_eq!((g.total_at_reset, g.timers_started, g.disables), (5, 0, 0));
+        // 1000 over [400, 500), 3000 over [500, 600).
+        g.set_mod(0, 500, 3000);
+        assert_eq!(g.take_mean_mod_ns(600, 400), vec![2000.0, 0.0]);
+        assert_eq!(g.mean_mod_ns(600, 400), vec![2000.0, 0.0]);
+    }
+
+    /// `[gsim]` in the machine's units (µs and ms to ns), and each
+    /// `[[gsim.change]]` writes only what it names: the rest stay as the change
+    /// before left them. (Mutation testing: `update_ms * 1e6` read as
+    /// `update_ms + 1e6`, and a change's `target_intr_rate` or
+    /// `hardirq_percent` ignored, went unnoticed.)
+    #[test]
+    fn build_takes_the_scenarios_units_and_each_change_writes_what_it_names() {
+        use crate::components::Components;
+        use crate::platform::machine::Machine;
+        let sc = crate::scenario::load(
+            "name = \"g\"\nduration = \"1ms\"\n[platform]\ncpus = 2\n[gsim]\ndelay_us = 30\ntarget_intr_rate = 50000\nhardirq_percent = 40\nupdate_ms = 4\nscale = 200\nmin_sleep = \"20us\"\nclock_every = 8\nhrtimer = \"700ns\"\n[[gsim.change]]\nat = \"100us\"\ndelay_us = 60\ntarget_intr_rate = 70000\n[[gsim.change]]\nat = \"200us\"\nhardirq_percent = 0\n",
+            "g.toml",
+            &[],
+        )
+        .expect("valid scenario");
+        let m: Machine<Components> = Machine::new(&sc, 7, crate::engine::trace::Tracer::disabled());
+        let g = m.parts.gsim.gsim.as_ref().expect("gsim on");
+        let boot = Params { delay_ns: 30_000, target_intr_rate: 50_000, hardirq_percent: 40, update_ns: 4_000_000, scale: 200 };
+        assert_eq!(g.p, boot);
+        assert_eq!((g.min_sleep_ns, g.clock_every, g.hrtimer), (20_000, 8, 700_000));
+        let first = Params { delay_ns: 60_000, target_intr_rate: 70_000, ..boot };
+        assert_eq!(g.changes, vec![(100_000_000, first), (200_000_000, Params { hardirq_percent: 0, ..first })]);
+        assert_eq!((g.cpus.len(), g.timer_src.len()), (2, 2));
+    }
+
+    /// The law's `active_cpus`: this CPU, and each other CPU that has taken a
+    /// moderated interrupt and run its law within the last two periods.
+    /// (Mutation testing found every part of that count unchecked.)
+    #[test]
+    fn run_law_counts_the_cpus_that_reported_in_the_last_two_periods() {
+        use crate::components::Components;
+        use crate::engine::time::PS_PER_US;
+        use crate::platform::machine::Machine;
+        let sc = crate::scenario::load(
+            "name = \"g\"\nduration = \"20ms\"\n[platform]\ncpus = 4\n[gsim]\ndelay_us = 100\ntarget_intr_rate = 1000000\nscale = 100\n",
+            "g.toml",
+            &[],
+        )
+        .expect("valid scenario");
+        // CPU 0 runs its law at `now_us` after a 1 ms epoch of 300 interrupts
+        // (300 k/s, 2 M/s in all: the total grew by 2000 since its last run): its share x active CPUs x 100 is over
+        // 100 x 1 M/s only with all 4 active. The others: (count, last run in us).
+        let mod_after = |now_us: u64, others: [(u64, u64); 3], (total, at_last_run): (u64, u64)| {
+            let mut m: Machine<Components> = Machine::new(&sc, 7, crate::engine::trace::Tracer::disabled());
+            let g = m.parts.gsim.gsim.as_mut().expect("gsim on");
+            g.total = total;
+            let me = &mut g.cpus[0];
+            me.global_at_last_run = at_last_run;
+            (me.mod_ns, me.count, me.epoch_irqs, me.last_run) = (8000, 16, 300, (now_us - 1000) * PS_PER_US);
+            for (st, (count, last_us)) in g.cpus[1..].iter_mut().zip(others) {
+                (st.count, st.last_run) = (count, last_us * PS_PER_US);
+            }
+            run_law(&mut m, now_us * PS_PER_US, 0);
+            m.parts.gsim.gsim.as_ref().expect("gsim on").cpus[0].mod_ns
+        };
+        let (up, down) = (9000, 7500);
+        assert_eq!(mod_after(10_000, [(16, 9_500), (16, 9_000), (16, 8_500)], (5000, 3000)), up, "all 4 reported within 2 ms");
+        assert_eq!(mod_after(10_000, [(16, 9_500), (16, 9_000), (16, 7_900)], (5000, 3000)), down, "CPU 3 last reported 2.1 ms ago");
+        // Early in the run CPUs that took no moderated interrupt (last run 0) are within 2 ms: not counted.
+        assert_eq!(mod_after(1_500, [(0, 0), (0, 0), (0, 0)], (2000, 0)), down);
+        // The global rate is the growth of the total since this CPU's last run: 900 k/s, not high.
+        assert_eq!(mod_after(10_000, [(16, 9_500), (16, 9_000), (16, 8_500)], (3900, 3000)), down);
+    }
 }

@@ -91,6 +91,39 @@ fn gsim_adaptive_adds_no_delay_at_low_load() {
     assert_eq!(plain.report.metrics["nvme.ssd.iops"], gsim.report.metrics["nvme.ssd.iops"]);
 }
 
+/// The hook runs the law only on every `clock_every`-th moderated interrupt
+/// (once a period has gone by): with a count the run never reaches, the delay
+/// never leaves 0 however high the rate. And the rate criterion needs this
+/// CPU's own share high (`local_high`, `scale`), not only the global rate.
+/// (Mutation testing: reading the clock on every interrupt, and counting the
+/// epoch's interrupts down, went unnoticed.)
+#[test]
+fn gsim_runs_its_law_every_clock_every_interrupts_and_weighs_the_local_share() {
+    // At most ~2 M/s in all: over a 20 k/s target, and each of the 4 CPUs'
+    // share x 4 x scale is over 100 x 20 k/s with scale 150, not with scale 1.
+    let rate = ["gsim.delay_us=100", "gsim.target_intr_rate=20000"];
+    let on = go(NVME, &rate);
+    assert!(on.report.metrics["gsim.mod_ns"] > 1000.0, "mod_ns {}", on.report.metrics["gsim.mod_ns"]);
+    for extra in ["gsim.clock_every=4000000000", "gsim.scale=1"] {
+        let mut sets = rate.to_vec();
+        sets.push(extra);
+        let off = go(NVME, &sets);
+        assert_eq!(off.report.metrics["gsim.mod_ns"], 0.0, "{extra}");
+        assert_eq!(off.report.metrics["gsim.timers_per_s"], 0.0, "{extra}");
+    }
+}
+
+/// Each timer starts by disabling the source whose interrupt started it, and
+/// a source is disabled at most once per moderated interrupt.
+#[test]
+fn gsim_disables_are_counted_once_each() {
+    let out = go(NVME, &["gsim.delay_us=200"]);
+    let m = &out.report.metrics;
+    let (timers, disables, vectors) = (m["gsim.timers_per_s"], m["gsim.disables_per_s"], m["source.ssd.interrupts_per_s"]);
+    assert!(timers > 0.0);
+    assert!(timers <= disables && disables <= vectors, "timers {timers}/s, disables {disables}/s, vectors {vectors}/s");
+}
+
 const NIC: &str = r#"
 name = "nic"
 duration = "20ms"
