@@ -191,17 +191,23 @@ def _finite(x: float) -> float | None:
     return x if math.isfinite(x) else None
 
 
+def _statistic(result: dict[str, Any], metric: str) -> tuple[str, dict[str, Any], str] | None:
+    """The histogram, its name and the statistic that `HISTOGRAM.STAT` names."""
+    for name, hist in result.get("histograms", {}).items():
+        stat = metric[len(name) + 1 :]
+        if metric.startswith(name + ".") and stat != "unit" and isinstance(hist.get(stat), (int, float)):
+            return name, hist, stat
+    return None
+
+
 def lookup(result: dict[str, Any], metric: str) -> float | None:
     """A metric by name, or a histogram statistic as `HISTOGRAM.STAT`
     (`irq_latency.mean`, `irq_latency.p99.9`); None if there is no such value."""
     metrics = result.get("metrics", {})
     if metric in metrics:
         return float(metrics[metric])
-    for name, hist in result.get("histograms", {}).items():
-        stat = metric[len(name) + 1 :]
-        if metric.startswith(name + ".") and stat != "unit" and isinstance(hist.get(stat), (int, float)):
-            return float(hist[stat])
-    return None
+    found = _statistic(result, metric)
+    return float(found[1][found[2]]) if found else None
 
 
 def known_values(result: dict[str, Any]) -> list[str]:
@@ -273,16 +279,15 @@ def _check_unit(run: FigureRun, metric: str, exp: dict[str, Any], i: int) -> Non
     another (`ms`, with a published 17 meant as 17 ms) would be compared a
     million times off. Plain metrics carry no unit to check against."""
     assert run.result is not None
-    given = exp.get("unit")
-    for name, hist in run.result.get("histograms", {}).items():
-        stat = metric[len(name) + 1 :]
-        if metric.startswith(name + ".") and stat not in ("count", "unit") and hist.get("unit"):
-            if given and given != hist["unit"]:
-                raise UserError(
-                    f"{run.origin}: expect[{i}].unit: `{given}`, but `{name}` is in {hist['unit']}: "
-                    f'expected unit = "{hist["unit"]}" and `published` in {hist["unit"]}'
-                )
-            return
+    given, found = exp.get("unit"), _statistic(run.result, metric)
+    if metric in run.result.get("metrics", {}) or found is None:
+        return
+    name, hist, stat = found
+    if given and stat != "count" and hist.get("unit") and given != hist["unit"]:
+        raise UserError(
+            f"{run.origin}: expect[{i}].unit: `{given}`, but `{name}` is in {hist['unit']}: "
+            f'expected unit = "{hist["unit"]}" and `published` in {hist["unit"]}'
+        )
 
 
 def studies(runs: Sequence[FigureRun]) -> list[dict[str, Any]]:
