@@ -110,6 +110,7 @@ pub struct Gic {
     pub direct: bool,
     pub v41: bool,
     pub doorbell_descheduled: bool,
+    pub single_vmovp: bool,
     pub lpi_target: u32,
     pub lrs: u32,
     pub c: Costs,
@@ -146,6 +147,7 @@ impl Component for Gic {
             direct: g.direct_lpi,
             v41: g.version == GicVersion::V41,
             doorbell_descheduled: g.doorbell == DoorbellWhen::Descheduled,
+            single_vmovp: g.single_vmovp,
             lpi_target: g.lpi_target,
             lrs: g.list_registers,
             c: Costs {
@@ -387,8 +389,8 @@ fn switch_out<P: Parts>(m: &mut Machine<P>, s: &mut Scheduler<Ev>, v: u32) {
     }
 }
 
-/// Schedule-in on pCPU `p` (where the vCPU now is): `VMOVP` on every ITS if
-/// the vPE was mapped elsewhere, then Valid=1 and the Dirty poll. On GICv4.0,
+/// Schedule-in on pCPU `p` (where the vCPU now is): `VMOVP` on every ITS (on
+/// one with `single_vmovp`) if the vPE was mapped elsewhere, then Valid=1 and the Dirty poll. On GICv4.0,
 /// with the doorbell behind the proxy device, Linux also moves the doorbell's
 /// proxy event after a `VMOVP` (`its_vpe_db_proxy_move`: `MOVI`) and clears
 /// a doorbell that may still be pending once the vPE is resident
@@ -408,7 +410,8 @@ fn switch_in<P: Parts>(m: &mut Machine<P>, s: &mut Scheduler<Ev>, v: u32) {
     let proxy_its = v as usize % g.its_free_at.len();
     if vp.rd != p {
         g.stats.vmovps += 1;
-        for its in 0..g.its_free_at.len() {
+        let vmovp_its = if g.single_vmovp { 1 } else { g.its_free_at.len() };
+        for its in 0..vmovp_its {
             cost += its_cmd(g, now + cost, its);
         }
         if !g.v41 {

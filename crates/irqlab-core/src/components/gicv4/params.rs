@@ -66,9 +66,15 @@ pub struct Gic {
     pub direct_lpi: bool,
     #[serde(default = "d_version")]
     pub version: GicVersion,
-    /// ITSs on the platform; `VMOVP` is issued on each of them. 0: no ITS (no LPIs).
+    /// ITSs on the platform; `VMOVP` is issued on each of them (the brief),
+    /// unless `single_vmovp`. 0: no ITS (no LPIs).
     #[serde(default = "crate::scenario::units::one_u32")]
     pub its: u32,
+    /// Every ITS has `GITS_TYPER.VMOVP`: one `VMOVP` moves a vPE for all of them,
+    /// and Linux sends just one (`its_send_vmovp` with no ITS list, which
+    /// `its_probe_one` fills only with ITSs lacking the bit).
+    #[serde(default)]
+    pub single_vmovp: bool,
     /// The pCPU every physical LPI for a guest targets. Xen maps each host LPI
     /// to CPU 0 (`gicv3_its_map_host_events`: "For now we map every host LPI to host CPU 0").
     #[serde(default)]

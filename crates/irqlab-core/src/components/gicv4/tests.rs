@@ -69,6 +69,15 @@ fn migrations_issue_vmovp() {
     // One VMOVP per move of a vPE, on each of the two ITSs.
     assert!(m["gic.vmovp_per_s"] > 0.0);
     assert!(m["gic.its_cmds_per_s"] >= 2.0 * m["gic.vmovp_per_s"]);
+    // On GICv4.1 a migration is all its ITS commands: one per ITS, or one with single VMOVP.
+    for (its, single, per) in [(4, false, 4.0), (4, true, 1.0)] {
+        let sets = ["gic.direct_lpi=true", "gic.version=\"4.1\"", "vcpu_sched.pcpus=4", "vblk.numjobs=8"];
+        let extra = [format!("gic.its={its}"), format!("gic.single_vmovp={single}")];
+        let all: Vec<&str> = sets.iter().copied().chain(extra.iter().map(String::as_str)).collect();
+        let (m, _) = m3(&all);
+        assert!(m["gic.vmovp_per_s"] > 100.0);
+        assert_eq!(m["gic.its_cmds_per_s"], per * m["gic.vmovp_per_s"], "{its} ITSs, single {single}");
+    }
 }
 
 #[test]
