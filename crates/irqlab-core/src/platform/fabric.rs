@@ -429,6 +429,38 @@ mod path_tests {
         assert!(!p.has_flushed());
     }
 
+    /// With auditing on, the path logs each write's (start, end), one at a
+    /// time, which the audit's `path_peak` reads. (Mutation testing: a logged
+    /// end of start - cost or start x cost went unnoticed by the unit tests.)
+    #[test]
+    fn the_audit_log_has_each_writes_start_and_end() {
+        let mut p = DmaPath::new(300);
+        p.log = Some(vec![]);
+        p.submit(10, 0, Write::Dma(A), 40);
+        p.submit(20, 1, Write::Msi(9), 300);
+        p.done(50);
+        p.done(350);
+        let log = p.log.take().expect("logging");
+        assert_eq!(log, vec![(10, 50), (50, 350)]);
+        assert_eq!(peak_in_service(&log), 1);
+    }
+
+    /// `has_flushed` is what the machine asks before it resumes the readers
+    /// (`path_done`): true once a write a read waited for is through, until
+    /// `take_flushed` hands them over. (Mutation testing: it always false, no
+    /// unit test noticed; no mask's `readl` would then ever complete.)
+    #[test]
+    fn has_flushed_is_true_from_the_last_write_ahead_until_taken() {
+        let mut p = DmaPath::new(300);
+        p.submit(0, 0, Write::Dma(A), 40);
+        assert!(!p.flush(0, 5));
+        assert!(!p.has_flushed());
+        assert_eq!(p.done(40), (Write::Dma(A), None));
+        assert!(p.has_flushed());
+        assert_eq!(p.take_flushed(), vec![5]);
+        assert!(!p.has_flushed());
+    }
+
     /// The write in service counts for the part of it inside the window.
     #[test]
     fn a_write_across_the_windows_edges_counts_for_what_is_inside() {

@@ -688,4 +688,34 @@ mod tests {
         // The global rate is the growth of the total since this CPU's last run: 900 k/s, not high.
         assert_eq!(mod_after(10_000, [(16, 9_500), (16, 9_000), (16, 8_500)], (3900, 3000)), down);
     }
+
+    /// The audit counts the sources left disabled at the end, and of those the
+    /// orphans: no queued timer lists them, so nothing would re-enable them.
+    /// (Mutation testing: `audit` doing nothing went unnoticed, since every
+    /// test expects 0 orphans.)
+    #[test]
+    fn audit_counts_disabled_sources_and_those_no_timer_will_enable() {
+        use crate::components::Components;
+        use crate::engine::Scheduler;
+        use crate::platform::machine::Machine;
+        let sc = crate::scenario::load("name = \"g\"\nduration = \"1ms\"\n[platform]\ncpus = 3\n[gsim]\ndelay_us = 30\n", "g.toml", &[])
+            .expect("valid scenario");
+        let mut m: Machine<Components> = Machine::new(&sc, 7, crate::engine::trace::Tracer::disabled());
+        let audit = |m: &mut Machine<Components>| {
+            <GlobalModeration as Component>::audit(m);
+            (m.audit.disabled_at_end, m.audit.disabled_orphans)
+        };
+        assert_eq!(audit(&mut m), (0, 0));
+        let mut s: Scheduler<Ev> = Scheduler::new();
+        let [a, b, c] = <[u32; 3]>::try_from(m.parts.gsim.gsim.as_ref().expect("gsim on").timer_src.clone()).expect("3 CPUs");
+        for i in [a, b, c] {
+            m.srcs[i as usize].disabled = true;
+        }
+        let g = m.parts.gsim.gsim.as_mut().expect("gsim on");
+        // CPU 0's timer is queued and lists a; CPU 1 lists b with no timer; c is listed nowhere.
+        g.cpus[0].timer = Some(s.timer_after(1000, Ev::Part { part: 0, code: 0, arg: 0 }));
+        g.cpus[0].list.push(a);
+        g.cpus[1].list.push(b);
+        assert_eq!(audit(&mut m), (3, 2));
+    }
 }
