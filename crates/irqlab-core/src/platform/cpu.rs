@@ -316,6 +316,11 @@ impl Cpu {
     /// Charges the time since the last change to the frame on top.
     #[inline]
     pub fn account(&mut self, now: Ps) {
+        // Pushes, pops and phase ends come in runs at one instant (a pause
+        // then a push; a phase end then a pop): only the first has time to charge.
+        if now == self.class_since {
+            return;
+        }
         if let Some(f) = self.stack.last() {
             let (lvl, cls) = (f.level as usize, f.class() as usize);
             self.time[lvl][cls] += now - self.class_since;

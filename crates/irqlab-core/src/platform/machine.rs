@@ -565,13 +565,24 @@ impl<P: Parts> Machine<P> {
         let src = &mut self.srcs[i as usize];
         src.pending = true;
         let (c, prio) = (src.cpu as usize, src.prio);
-        self.cpus[c].pending.push(i, prio);
         let top = *self.cpus[c].top();
         // A running guest does not mask physical interrupts: they exit to the hypervisor.
-        if top.level == Level::Guest || top.mask.admits(prio) {
-            self.pause_top(s, c);
-            self.run_top(s, c);
+        if !(top.level == Level::Guest || top.mask.admits(prio)) {
+            self.cpus[c].pending.push(i, prio);
+            return;
         }
+        self.pause_top(s, c);
+        if self.cpus[c].pending.is_empty() {
+            // Alone and admitted: `run_top` would take it first (physical
+            // before virtual), so it is taken here, without a trip through the queue.
+            self.take_physical(s, c, i);
+            if self.cpus[c].timer.is_some() {
+                return;
+            }
+        } else {
+            self.cpus[c].pending.push(i, prio);
+        }
+        self.run_top(s, c);
     }
 
     /// Lifetime count of writes not yet handed to a handler.
