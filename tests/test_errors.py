@@ -67,6 +67,16 @@ CASES = [
     ),
     ("gic-version", lambda s, d: ["run", s, "--set", "gic.version=3"], ["gic.version", '"4.0" or "4.1"']),
     (
+        "idle-states-out-of-order",
+        lambda s, d: [
+            "run",
+            s,
+            "--set",
+            'cpu.idle_state=[{name="C6",exit="133us",residency="600us"},{name="C1",exit="2us",residency="2us"}]',
+        ],
+        ["cpu.idle_state[1].residency", "2us is not above C6's 600us", "shallowest first"],
+    ),
+    (
         "crosscall-waits-count",
         lambda s, d: ["run", write(d, "x.toml", CROSSCALL_WAITS)],
         ["crosscall[0].waits", "one per mechanism"],

@@ -16,7 +16,7 @@ impl<P: Parts> Machine<P> {
     pub fn thread_work(&mut self, s: &mut Scheduler<Ev>, c: usize, owner: u8, arg: u32, len: Ps) {
         self.cpus[c].threads.push_back((owner, arg, len));
         // An idle CPU starts it now; a busy one takes it when it would go idle (`run_top`).
-        if self.idle_host(c) {
+        if self.idle_host(c) && !self.asleep(s, c) {
             self.pause_top(s, c);
             self.run_top(s, c);
         }

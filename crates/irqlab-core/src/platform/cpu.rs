@@ -257,10 +257,13 @@ pub struct Cpu {
     /// step (a posted-MSI notification's `call_irq_handler`), so that the trace
     /// names the step by that vector and ends its MSI's flow there.
     pub demux: Option<(u32, u32, u64)>,
-    /// When a frame last popped here (kept under pseudo-NMI only): an IRQ
-    /// pushed over the idle frame at that instant was pending as the previous
-    /// one returned, and is taken before the idle loop reaches `wfi`.
+    /// When a frame last popped here: an IRQ pushed over the idle frame at
+    /// that instant was pending as the previous one returned, and is taken
+    /// before the idle loop reaches `wfi`; with the idle frame on top, when
+    /// the idle period began (`cstate`).
     pub popped_at: Ps,
+    /// Leaving an idle state (`cstate`): what comes waits for `Ev::Wake`.
+    pub waking: bool,
 }
 
 impl Cpu {
@@ -300,6 +303,7 @@ impl Cpu {
             halt_since: 0,
             demux: None,
             popped_at: 0,
+            waking: false,
         }
     }
 

@@ -27,6 +27,9 @@ impl<P: Parts> Machine<P> {
     /// finishes zero-length phases, and arms the timer for the rest.
     pub fn run_top(&mut self, s: &mut Scheduler<Ev>, c: usize) {
         debug_assert!(self.cpus[c].timer.is_none(), "run_top on a running top, cpu {c}");
+        if self.c.cstates && self.cpus[c].waking {
+            return; // leaving an idle state: `Ev::Wake` runs it
+        }
         loop {
             // Delivering, or ending a phase, can pend an interrupt whose own
             // run_top starts the new top: then it runs, and arming a second
@@ -136,9 +139,7 @@ impl<P: Parts> Machine<P> {
         self.cpus[c].account(now);
         debug_assert!(self.cpus[c].timer.is_none(), "pop of a running frame on cpu {c}: {:?}", self.cpus[c].top());
         let f = self.cpus[c].stack.pop().expect("pop on a CPU with frames");
-        if self.c.pmr_irq_path {
-            self.cpus[c].popped_at = now;
-        }
+        self.cpus[c].popped_at = now;
         if f.traced {
             let track = self.track_of(c, f.level);
             self.tracer.end(now, track);

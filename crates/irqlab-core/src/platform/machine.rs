@@ -32,6 +32,8 @@ pub enum Ev {
     Sample,
     /// A DMA path (a socket's remapping unit) finished the write in service.
     PathDone(u32),
+    /// A CPU's exit from an idle state is over (`cstate`).
+    Wake(u32),
     /// A component's own event (`parts::Has::ev`).
     Part { part: u8, code: u8, arg: u32 },
 }
@@ -109,6 +111,8 @@ pub struct Costs {
     /// `netdev_budget` packets, `netdev_budget_usecs` of time per `net_rx_action`.
     pub netdev_budget: i64,
     pub netdev_budget_time: Ps,
+    /// `cpu.idle_state` is given: idle CPUs sleep in C-states (`cstate`).
+    pub cstates: bool,
 }
 
 /// Counters reset at the end of warm-up.
@@ -222,6 +226,8 @@ pub struct Machine<P> {
     /// `Platform::path`), when devices DMA through the fabric (empty otherwise).
     pub paths: Vec<crate::platform::fabric::DmaPath>,
     pub dma_write: Ps,
+    /// The CPUs' idle states and their wake-ups (`cpu.idle_state`).
+    pub cstates: crate::platform::cstate::CStates,
     /// Remapping units per socket (`platform.iommus_per_socket`): how `paths` are named in the report.
     pub iommus_per_socket: u32,
     /// PCIe links handed out (`add_link`).
@@ -382,6 +388,7 @@ impl<P: Parts> Machine<P> {
                 hyp_wake: sc.hypervisor.wake.ps(),
                 netdev_budget: sc.net.netdev_budget as i64,
                 netdev_budget_time: sc.net.netdev_budget_usecs as u64 * crate::engine::time::PS_PER_US,
+                cstates: !sc.cpu.idle_state.is_empty(),
             },
             cpus,
             srcs,
@@ -396,6 +403,7 @@ impl<P: Parts> Machine<P> {
             paths: Vec::new(),
             links: 0,
             dma_write: 0,
+            cstates: crate::platform::cstate::CStates::new(&sc.cpu.idle_state),
             iommus_per_socket: sc.platform.iommus_per_socket,
             n: Counters::default(),
             audit: Audit::default(),
@@ -567,7 +575,7 @@ impl<P: Parts> Machine<P> {
         let (c, prio) = (src.cpu as usize, src.prio);
         let top = *self.cpus[c].top();
         // A running guest does not mask physical interrupts: they exit to the hypervisor.
-        if !(top.level == Level::Guest || top.mask.admits(prio)) {
+        if !(top.level == Level::Guest || top.mask.admits(prio)) || self.asleep(s, c) {
             self.cpus[c].pending.push(i, prio);
             return;
         }
@@ -604,6 +612,7 @@ impl<P: Parts> Machine<P> {
     /// Zeroes every metric at the end of warm-up.
     pub fn reset_stats(&mut self, now: Ps) {
         self.n = Counters::default();
+        self.cstates.reset();
         for c in &mut self.cpus {
             c.reset_time(now);
         }
@@ -648,6 +657,7 @@ impl<P: Parts> Model for Machine<P> {
                 }
             }
             Ev::PathDone(k) => self.path_done(s, k),
+            Ev::Wake(c) => self.wake_done(s, c as usize),
             Ev::Part { part, code, arg } => P::handle(self, s, part, code, arg),
         }
     }

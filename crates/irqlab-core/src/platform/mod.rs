@@ -1,11 +1,13 @@
 //! The machine's core: CPUs as frame stacks with their masks (`cpu`, `exec`),
 //! the interrupt controller's pending state (`irqchip`), the platform fabric and
 //! DMA paths (`fabric`), MSI sources (`msi`), the hypervisor's injection path
-//! (`inject`) and an idle vCPU's halt in the host (`halt`), the pseudo-NMI cost model (`pmr`), and the machine itself
+//! (`inject`) and an idle vCPU's halt in the host (`halt`), the pseudo-NMI cost model (`pmr`), idle states
+//! (`cstate`), and the machine itself
 //! (`machine`): the core plus the components, which plug in through the hook
 //! points of `parts`.
 
 pub mod cpu;
+pub mod cstate;
 pub mod dma;
 pub mod exec;
 pub mod fabric;

@@ -63,6 +63,15 @@ impl<P: Parts> Machine<P> {
             r.metric("halt_wakeups_per_s", n.halt_wakeups as f64 / secs);
         }
         r.metric("context_switches_per_s", n.switches as f64 / secs);
+        if self.c.cstates {
+            // Wake-ups from each idle state, and the exit latency they paid on average.
+            let cs = &self.cstates;
+            for (k, name) in cs.names().iter().enumerate() {
+                r.metric(format!("cpuidle.{name}.wakes_per_s"), cs.wakes[k] as f64 / secs);
+            }
+            let wakes: u64 = cs.wakes.iter().sum();
+            r.metric("cpuidle.exit_mean_ns", if wakes > 0 { cs.exit_time as f64 / wakes as f64 / 1e3 } else { 0.0 });
+        }
         r.histogram("irq_latency", &n.irq_latency);
         if n.virq_latency.count() > 0 {
             r.histogram("virq_latency", &n.virq_latency);

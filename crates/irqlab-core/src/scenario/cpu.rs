@@ -59,6 +59,27 @@ pub struct CpuCosts {
     /// PCIe round trip. Paid between the IRQ entry and exit.
     #[serde(default)]
     pub msix_mask: Time,
+    /// The CPU's idle states (cpuidle's `stateN`), shallowest first. An
+    /// interrupt, or a thread's wake-up, that finds the CPU in its idle loop
+    /// waits for the exit of the state the idle period reached. None (the
+    /// default): the CPU wakes at no cost, as with C-states off or `idle=poll`.
+    #[serde(default)]
+    pub idle_state: Vec<IdleState>,
+}
+
+/// One idle state, as the kernel's cpuidle driver describes it
+/// (`struct cpuidle_state`; e.g. `drivers/idle/intel_idle.c`'s tables).
+#[derive(Clone, Debug, Deserialize, Serialize, JsonSchema)]
+#[serde(deny_unknown_fields)]
+pub struct IdleState {
+    /// The state's name in reports (`C1`, `C1E`, `C6`).
+    pub name: String,
+    /// `exit_latency`: from the wake-up event to the CPU running code again.
+    pub exit: Time,
+    /// `target_residency`: the shortest idle period the state pays off for.
+    /// The governor is taken as ideal (it knows the period's length): the CPU
+    /// is in the deepest state whose residency the period reaches.
+    pub residency: Time,
 }
 
 /// Costs of masking by GIC priority (`irqchip.gicv3_pseudo_nmi=1`). The model
@@ -116,6 +137,20 @@ impl CpuCosts {
             if c.ps(self.ghz).is_none() {
                 return err(key, "is given in cycles, so cpu.ghz must be set to convert it");
             }
+        }
+        for (k, w) in self.idle_state.windows(2).enumerate() {
+            if w[1].residency.ps() <= w[0].residency.ps() {
+                return err(
+                    format!("cpu.idle_state[{}].residency", k + 1),
+                    format!(
+                        "{} is not above {}'s {}: expected the states shallowest first, each with a longer target residency",
+                        w[1].residency, w[0].name, w[0].residency
+                    ),
+                );
+            }
+        }
+        if let Some(k) = self.idle_state.iter().position(|st| st.name.trim().is_empty()) {
+            return err(format!("cpu.idle_state[{k}].name"), "empty: expected the state's name, like \"C1E\"");
         }
         // A PMHE=1 part with a free DSB is a PMHE=0 part: the user asked for the
         // synchronisation's cost and would silently get none (a review).

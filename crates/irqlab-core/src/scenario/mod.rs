@@ -28,7 +28,7 @@ pub use crate::components::nic::params::Nic;
 pub use crate::components::nvme::params::{Fio, Nvme};
 pub use crate::components::spe::params::{Policy as SpePolicy, Size, Spe};
 pub use crate::components::vblk::params::Vblk;
-pub use cpu::{base_slice, CpuCosts, Masking, PmrCosts, SdeiCosts};
+pub use cpu::{base_slice, CpuCosts, IdleState, Masking, PmrCosts, SdeiCosts};
 pub use hypervisor::{GuestIdle, HypervisorCosts, Vm};
 pub use load::{json_schema, load, load_json, parse_rate, parse_time};
 pub use units::{CpuTime, Rate, Time};
