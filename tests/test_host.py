@@ -521,6 +521,38 @@ def test_measured_cost_sets_a_scenario_parameter(tmp_path: Path) -> None:
     assert_ok(p)
 
 
+def test_a_measured_hosts_idle_states_set_the_scenarios(tmp_path: Path) -> None:
+    """--set-from FILE:host.cpuidle=cpu.idle_state: the states sysfs showed where
+    the measurement ran, less the disabled ones, with their exit latency and residency."""
+    states = [
+        {"name": "POLL", "latency_us": 0, "residency_us": 0, "disabled": False},
+        {"name": "C1", "latency_us": 2, "residency_us": 2, "disabled": False},
+        {"name": "C1E", "latency_us": 10, "residency_us": 20, "disabled": True},
+        {"name": "C6", "latency_us": 133, "residency_us": 600, "disabled": False},
+    ]
+    m = tmp_path / "m.json"
+    m.write_text(json.dumps({"metrics": {}, "host": {"cpuidle": {"driver": "intel_idle", "states": states}}}))
+    fig = irqlab.SCENARIOS_DIR / "examples" / "md1-queue.toml"
+    out = tmp_path / "r.json"
+    assert_ok(run_cli("run", fig, "--set-from", f"{m}:host.cpuidle=cpu.idle_state", "--json", out))
+    r = json.loads(out.read_text())
+    assert sorted(k for k in r["metrics"] if k.startswith("cpuidle.") and k.endswith("wakes_per_s")) == [
+        "cpuidle.C1.wakes_per_s",
+        "cpuidle.C6.wakes_per_s",
+        "cpuidle.POLL.wakes_per_s",
+    ]
+    params = r["provenance"]["parameters"]
+    assert params["cpu.idle_state.2.exit"] == params["cpu.idle_state.0.residency"] == f"measured: {m}:host.cpuidle"
+    # md1-queue's CPU idles a few µs between interrupts: C1's exit, never C6's.
+    assert 0 < r["metrics"]["cpuidle.exit_mean_ns"] <= 2000
+    bare = tmp_path / "bare.json"
+    bare.write_text(json.dumps({"metrics": {"ns_per_call": 1.0}}))
+    assert_user_error(run_cli("run", fig, "--set-from", f"{bare}:host.cpuidle=cpu.idle_state"), "no host.cpuidle")
+    off = tmp_path / "off.json"
+    off.write_text(json.dumps({"host": {"cpuidle": {"states": [dict(states[0], disabled=True)]}}}))
+    assert_user_error(run_cli("run", fig, "--set-from", f"{off}:host.cpuidle=cpu.idle_state"), "no enabled state")
+
+
 def _children(pid: int) -> list[int]:
     try:
         return [int(x) for x in Path(f"/proc/{pid}/task/{pid}/children").read_text().split()]

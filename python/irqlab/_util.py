@@ -639,13 +639,46 @@ def measured_keys(specs: Sequence[str] | None) -> dict[str, str]:
     return {key: f"{path}:{metric}" for key, metric, path in _set_from_targets(specs)}
 
 
+# `--set-from FILE:host.cpuidle=cpu.idle_state`: the idle states a measurement's host had.
+HOST_CPUIDLE = "host.cpuidle"
+
+
+def _idle_states(doc: Any, path: str) -> str:
+    """The enabled idle states of the host that `doc` (an `irqlab measure` or
+    `host monitor` result) was measured on, as `cpu.idle_state`'s TOML value:
+    sysfs's `latency` and `residency` (µs) are the states' exit latency and
+    target residency."""
+    host = doc.get("host") if isinstance(doc, dict) else None
+    idle = host.get("cpuidle") if isinstance(host, dict) else None
+    states = idle.get("states") if isinstance(idle, dict) else None
+    if not isinstance(states, list):
+        raise UserError(
+            f"--set-from {path}: no host.cpuidle (the host had no cpuidle, or this is not the --json of "
+            "irqlab measure or host monitor)"
+        )
+    out = []
+    for st in states:
+        if not isinstance(st, dict) or st.get("disabled"):
+            continue
+        name, lat, res = st.get("name"), st.get("latency_us"), st.get("residency_us")
+        if not (isinstance(name, str) and name and all(type(v) is int and v >= 0 for v in (lat, res))):
+            raise UserError(
+                f"--set-from {path}: host.cpuidle state {st!r}: expected a name, latency_us and residency_us"
+            )
+        out.append(f'{{name = {json.dumps(name)}, exit = "{lat}us", residency = "{res}us"}}')
+    if not out:
+        raise UserError(f"--set-from {path}: host.cpuidle has no enabled state")
+    return "[" + ", ".join(out) + "]"
+
+
 def set_from(specs: Sequence[str] | None) -> list[str]:
     """`--set-from FILE:METRIC=KEY.PATH`: a value from a result JSON (e.g. `irqlab
     measure syscall --json`) becomes the override `KEY.PATH=VALUE`; metrics in
     ns (`ns_per_call`) get their unit, so a measured cost sets a scenario cost. A
     whole pass (`WHOLE_PASS`) put on `task.N.body` sets `task.N.per_op` instead:
     the body becomes what the measured call leaves after the modelled user work,
-    entry and exit."""
+    entry and exit. `host.cpuidle` is not a metric: it sets `cpu.idle_state` to
+    the measured host's enabled idle states."""
     out = []
     for key, metric, path in _set_from_targets(specs):
         note_input(path)
@@ -655,6 +688,9 @@ def set_from(specs: Sequence[str] | None) -> list[str]:
             raise UserError(f"--set-from {path}: cannot read it ({e.strerror})") from None
         except ValueError:
             raise UserError(f"--set-from {path}: not JSON (expected the --json output of an irqlab command)") from None
+        if metric == HOST_CPUIDLE:
+            out.append(f"{key}={_idle_states(doc, path)}")
+            continue
         metrics = doc.get("metrics") if isinstance(doc, dict) else None
         if not isinstance(metrics, dict):
             metrics = {}

@@ -92,14 +92,20 @@ def build(
                 fitted.setdefault(key, []).append(e.get("name") or resolved.get("name", ""))
     cite: dict[str, str] = resolved.get("cite", {})
     set_keys = set(_override_keys(overrides)) - set(measured)
+
+    def under(key: str, keys: Iterable[str]) -> str | None:
+        """The override in `keys` that wrote `key`: itself, or a table or list
+        it lies in (`cpu.idle_state` for `cpu.idle_state.0.exit`)."""
+        return next((k for k in keys if key == k or key.startswith(k + ".")), None)
+
     status: dict[str, str] = {}
     for key, value in sorted(leaves(resolved).items()):
         # Parts the scenario does not have (null, []) and labels are not parameters.
         if key.split(".", 1)[0] in _NOT_PARAMETERS or value is None or value == [] or key.endswith(".name"):
             continue
-        if key in measured:
-            status[key] = f"measured: {measured[key]}"
-        elif key in set_keys:
+        if (m := under(key, measured)) is not None:
+            status[key] = f"measured: {measured[m]}"
+        elif under(key, set_keys) is not None:
             status[key] = "set"
         elif key in fitted:
             status[key] = "fitted on " + ", ".join(fitted[key])

@@ -52,7 +52,11 @@ SetOpt = Annotated[
 SeedOpt = Annotated[int | None, typer.Option("--seed", help="Seed instead of the scenario's own.")]
 SetFromOpt = Annotated[
     list[str] | None,
-    typer.Option("--set-from", help="FILE:METRIC=KEY.PATH: a measured value (irqlab measure --json) as an override."),
+    typer.Option(
+        "--set-from",
+        help="FILE:METRIC=KEY.PATH: a measured value (irqlab measure --json) as an override; "
+        "FILE:host.cpuidle=cpu.idle_state sets the measured host's idle states.",
+    ),
 ]
 ForceOpt = Annotated[
     bool,
