@@ -127,6 +127,16 @@ def test_counter_tracks_carry_values(trace):
             ["sysvec_posted_msi_notification", "ssd.0.q0 handler"],
         ),
         ("examples/vm-injection.toml", ["duration=20ms", "warmup=5ms"], ["vm exit", "inject", "handler"]),
+        # A CPU's exit from an idle state is a slice before the interrupt's.
+        (
+            "examples/m5-nvme-qd1.toml",
+            [
+                "duration=20ms",
+                "warmup=5ms",
+                'cpu.idle_state=[{name="C1",exit="2us",residency="2us"},{name="C1E",exit="10us",residency="20us"}]',
+            ],
+            ["c1e exit idle", "hardirq"],
+        ),
     ],
 )
 def test_mechanism_traces_decode_and_balance(scenario, sets, expect, tmp_path):
