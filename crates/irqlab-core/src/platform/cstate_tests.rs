@@ -101,4 +101,8 @@ fn states_out_of_order_or_unnamed_are_refused_at_their_key() {
     let e = load(&SKX.replace("name = \"C6\"", "name = \" \""));
     assert!(e.contains("cpu.idle_state[2].name"), "{e}");
     assert_eq!(load(SKX), "", "the SKX table loads");
+    // KVM x86's entry loop is a model of its own, with no idle loop: not silently ignored.
+    let kvm = std::fs::read_to_string(concat!(env!("CARGO_MANIFEST_DIR"), "/../../scenarios/figures/m4-kvm-cancels.toml")).unwrap();
+    let e = crate::scenario::load(&format!("{kvm}\n[cpu]\n{SKX}"), "k.toml", &[]).err().map(|e| e.to_string()).unwrap_or_default();
+    assert!(e.contains("cpu.idle_state") && e.contains("[kvm]"), "{e}");
 }

@@ -125,6 +125,9 @@ pub fn check(s: &Scenario) -> Check {
             "runs as a model of its own (pinned vCPUs, host side not modelled): remove [[source]], [[task]], [[vm]], [[nvme]], [[nic]] and [[crosscall]]",
         );
     }
+    if s.kvm.is_some() && !s.cpu.idle_state.is_empty() {
+        return err("cpu.idle_state", "the [kvm] model has no idle loop to sleep in (its vCPUs run their guests): remove it");
+    }
     s.check_components(&ctx)?;
     let mut names = HashSet::new();
     for (i, t) in s.tasks.iter().enumerate() {
