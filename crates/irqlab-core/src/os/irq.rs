@@ -290,3 +290,7 @@ impl<P: Parts> Machine<P> {
         }
     }
 }
+
+#[cfg(test)]
+#[path = "irq_tests.rs"]
+mod tests;

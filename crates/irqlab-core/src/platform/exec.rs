@@ -295,3 +295,7 @@ impl<P: Parts> Machine<P> {
         }
     }
 }
+
+#[cfg(test)]
+#[path = "exec_tests.rs"]
+mod tests;
