@@ -1,4 +1,5 @@
-//! The plain interrupt path's costs under pseudo-NMI.
+//! The plain interrupt path: its costs under pseudo-NMI, and what `irq_exit()`
+//! does on the way back (softirqs, preemption).
 
 use crate::run::run_audited;
 
@@ -34,4 +35,60 @@ handler = "1us"
     assert!(busy.report.metrics["cpu0.user_share"] > 0.9, "{:?}", busy.report.metrics);
     assert!(idle.report.metrics["cpu0.idle_share"] > 0.9, "{:?}", idle.report.metrics);
     assert!(i.p50 > b.p50 && i.p99 > b.p99, "idle p50 {} p99 {}, busy p50 {} p99 {}", i.p50, i.p99, b.p50, b.p99);
+}
+
+/// One CPU, two user loops that never enter the kernel on their own (100 ms
+/// ops), a 1 kHz tick: only the tick's return to user can preempt them
+/// (`irq_exit_tail` → `need_resched`), once the 3 ms slice is over, so they
+/// switch every 3–4 ms, not once an op.
+#[test]
+fn a_task_is_preempted_on_an_interrupts_return_once_its_slice_is_over() {
+    let sc = r#"
+name = "tick"
+duration = "200ms"
+warmup = "20ms"
+[platform]
+cpus = 1
+[cpu]
+context_switch = "1us"
+timeslice = "3ms"
+[[task]]
+name = "t"
+count = 2
+work = "100ms"
+[[source]]
+name = "tick"
+arrival = "periodic"
+rate = "1k/s"
+handler = "1us"
+"#;
+    let m = run_audited(sc, &[]).report.metrics;
+    let switches = m["context_switches_per_s"];
+    assert!(switches > 240.0 && switches <= 334.0, "{switches} switches/s");
+}
+
+/// Softirq work a handler raises runs on its `irq_exit()` when it interrupted
+/// a user loop (`invoke_softirq`): the loop never idles, so nothing else would
+/// run it. 10 K interrupts/s of 5 µs each: 5 % of the CPU.
+#[test]
+fn softirq_work_runs_on_irq_exit_over_a_busy_task() {
+    let sc = r#"
+name = "soft"
+duration = "50ms"
+warmup = "5ms"
+[platform]
+cpus = 1
+[[task]]
+name = "t"
+work = "1ms"
+[[source]]
+name = "dev"
+rate = "10k/s"
+handler = "1us"
+softirq = "5us"
+"#;
+    let m = run_audited(sc, &[]).report.metrics;
+    let (rate, soft) = (m["interrupts_per_s"], m["softirq_share"]);
+    assert!((soft - rate * 5e-6).abs() < 1e-3, "softirq share {soft} for {rate}/s");
+    assert!(m["user_share"] > 0.9, "{m:?}");
 }
