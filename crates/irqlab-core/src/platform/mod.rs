@@ -2,7 +2,7 @@
 //! the interrupt controller's pending state (`irqchip`), the platform fabric and
 //! DMA paths (`fabric`), MSI sources (`msi`), the hypervisor's injection path
 //! (`inject`) and an idle vCPU's halt in the host (`halt`), the pseudo-NMI cost model (`pmr`), idle states
-//! (`cstate`), and the machine itself
+//! (`cstate`, `wake`), and the machine itself
 //! (`machine`): the core plus the components, which plug in through the hook
 //! points of `parts`.
 
@@ -21,3 +21,4 @@ pub mod parts;
 pub mod pmr;
 pub mod report;
 pub mod source;
+pub mod wake;
