@@ -40,10 +40,6 @@ impl CStates {
         }
     }
 
-    pub fn is_empty(&self) -> bool {
-        self.names.is_empty()
-    }
-
     pub fn names(&self) -> &[String] {
         &self.names
     }

@@ -32,7 +32,7 @@ pub enum Ev {
     Sample,
     /// A DMA path (a socket's remapping unit) finished the write in service.
     PathDone(u32),
-    /// A CPU's exit from an idle state is over (`cstate`).
+    /// A CPU's exit from an idle state is over (`wake`).
     Wake(u32),
     /// A component's own event (`parts::Has::ev`).
     Part { part: u8, code: u8, arg: u32 },
@@ -111,7 +111,8 @@ pub struct Costs {
     /// `netdev_budget` packets, `netdev_budget_usecs` of time per `net_rx_action`.
     pub netdev_budget: i64,
     pub netdev_budget_time: Ps,
-    /// `cpu.idle_state` is given: idle CPUs sleep in C-states (`cstate`).
+    /// `cpu.idle_state` is given: idle CPUs sleep in C-states (`cstate`). (The
+    /// hot path's one test; the states themselves are `Machine::cstates`.)
     pub cstates: bool,
 }
 
