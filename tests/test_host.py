@@ -528,7 +528,7 @@ def test_a_measured_hosts_idle_states_set_the_scenarios(tmp_path: Path) -> None:
         {"name": "POLL", "latency_us": 0, "residency_us": 0, "disabled": False},
         {"name": "C1", "latency_us": 2, "residency_us": 2, "disabled": False},
         {"name": "C1E", "latency_us": 10, "residency_us": 20, "disabled": True},
-        {"name": "C6", "latency_us": 133, "residency_us": 600, "disabled": False},
+        {"name": "C6 deep", "latency_us": 133, "residency_us": 600, "disabled": False},
     ]
     m = tmp_path / "m.json"
     m.write_text(json.dumps({"metrics": {}, "host": {"cpuidle": {"driver": "intel_idle", "states": states}}}))
@@ -538,7 +538,7 @@ def test_a_measured_hosts_idle_states_set_the_scenarios(tmp_path: Path) -> None:
     r = json.loads(out.read_text())
     assert sorted(k for k in r["metrics"] if k.startswith("cpuidle.") and k.endswith("wakes_per_s")) == [
         "cpuidle.C1.wakes_per_s",
-        "cpuidle.C6.wakes_per_s",
+        "cpuidle.C6_deep.wakes_per_s",
         "cpuidle.POLL.wakes_per_s",
     ]
     params = r["provenance"]["parameters"]

@@ -665,7 +665,9 @@ def _idle_states(doc: Any, path: str) -> str:
             raise UserError(
                 f"--set-from {path}: host.cpuidle state {st!r}: expected a name, latency_us and residency_us"
             )
-        out.append(f'{{name = {json.dumps(name)}, exit = "{lat}us", residency = "{res}us"}}')
+        # (A metric's name part: "haltpoll idle" reads cpuidle.haltpoll_idle.wakes_per_s.)
+        label = "_".join(name.split())
+        out.append(f'{{name = {json.dumps(label)}, exit = "{lat}us", residency = "{res}us"}}')
     if not out:
         raise UserError(f"--set-from {path}: host.cpuidle has no enabled state")
     return "[" + ", ".join(out) + "]"

@@ -100,6 +100,8 @@ fn states_out_of_order_or_unnamed_are_refused_at_their_key() {
     assert!(e.contains("cpu.idle_state[1].residency") && e.contains("shallowest first"), "{e}");
     let e = load(&SKX.replace("name = \"C6\"", "name = \" \""));
     assert!(e.contains("cpu.idle_state[2].name"), "{e}");
+    let e = load(&SKX.replace("name = \"C6\"", "name = \"C1\""));
+    assert!(e.contains("cpu.idle_state[2].name") && e.contains("used twice"), "{e}");
     assert_eq!(load(SKX), "", "the SKX table loads");
     // KVM x86's entry loop is a model of its own, with no idle loop: not silently ignored.
     let kvm = std::fs::read_to_string(concat!(env!("CARGO_MANIFEST_DIR"), "/../../scenarios/figures/m4-kvm-cancels.toml")).unwrap();

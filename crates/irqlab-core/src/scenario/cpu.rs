@@ -149,8 +149,14 @@ impl CpuCosts {
                 );
             }
         }
-        if let Some(k) = self.idle_state.iter().position(|st| st.name.trim().is_empty()) {
-            return err(format!("cpu.idle_state[{k}].name"), "empty: expected the state's name, like \"C1E\"");
+        for (k, st) in self.idle_state.iter().enumerate() {
+            if st.name.trim().is_empty() {
+                return err(format!("cpu.idle_state[{k}].name"), "empty: expected the state's name, like \"C1E\"");
+            }
+            // Each names its metrics (`cpuidle.NAME.wakes_per_s`).
+            if self.idle_state[..k].iter().any(|o| o.name == st.name) {
+                return err(format!("cpu.idle_state[{k}].name"), format!("\"{}\" is used twice", st.name));
+            }
         }
         // A PMHE=1 part with a free DSB is a PMHE=0 part: the user asked for the
         // synchronisation's cost and would silently get none (a review).
