@@ -44,6 +44,9 @@ handler = "1us"
     assert_eq!(a.double_deliveries, 0);
     assert_eq!(a.writes, a.events_delivered + out.pending_events, "every write delivered or on its way");
     let m = &out.report.metrics;
+    // Each guest handler run is counted and timed once (a mutation pass found
+    // `guest_irqs` unchecked).
+    assert_eq!(m["guest_interrupts"], out.report.histograms["virq_latency"].count as f64);
     if !m.contains_key("halt_exits_per_s") {
         return out; // a spinning guest
     }
