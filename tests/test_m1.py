@@ -198,8 +198,8 @@ def test_whatif_stops_a_wedged_cpu_as_smp_send_stop_does(tmp_path: Path) -> None
     long = stop("2000")
     assert not long[("DAIF", "local_irq_disable")]["stopped"]
     # The requester spins to its deadline for an answer that never comes, to the answer otherwise.
-    assert long[("DAIF", "local_irq_disable")]["requester_wait_us"] == pytest.approx(1e6)
-    assert long[("pseudo-NMI", "daif")]["requester_wait_us"] == pytest.approx(1.01e6)
+    assert long[("DAIF", "local_irq_disable")]["requester_spin_us"] == pytest.approx(1e6)
+    assert long[("pseudo-NMI", "daif")]["requester_spin_us"] == pytest.approx(1.01e6)
     nmi = long[("pseudo-NMI", "local_irq_disable")]
     assert nmi["stopped"] and nmi["by"] == "pseudo-nmi" and nmi["latency_us"] == pytest.approx(1e6, abs=1)
     assert not long[("pseudo-NMI", "daif")]["stopped"]
@@ -208,7 +208,7 @@ def test_whatif_stops_a_wedged_cpu_as_smp_send_stop_does(tmp_path: Path) -> None
     # --sdei-dispatch-ns, 1 us).
     sdei = long[("DAIF + SDEI", "local_irq_disable")]
     assert sdei["stopped"] and sdei["by"] == "sdei" and sdei["latency_us"] == pytest.approx(1e6 + 3, abs=0.01)
-    assert sdei["requester_wait_us"] == sdei["latency_us"]
+    assert sdei["requester_spin_us"] == sdei["latency_us"]
     sdei = long[("pseudo-NMI + SDEI", "daif")]
     assert sdei["stopped"] and sdei["by"] == "sdei" and sdei["latency_us"] == pytest.approx(1.01e6 + 3, abs=0.01)
     short = stop("10")

@@ -211,6 +211,10 @@ def wedge_scenario(
         "handler": f"{handler_ns}ns",
         # A backtrace answers when its print ends (`serial`); a stop as it starts.
         "serial": serial,
+        # The requester spins with IRQs masked, looking every mdelay(1) for a
+        # backtrace (lib/nmi_backtrace.c), every udelay(1) for a stop
+        # (arch/arm64/kernel/smp.c, smp_send_stop).
+        "requester_poll": "1ms" if serial else "1us",
     }
     wait_ns = sum(w for _, w in ladder)
     return {
@@ -246,16 +250,17 @@ class Reach:
     latency_us: float | None
     by: str | None
     in_masked_code: bool
-    #: How long the kernel's requester spins for the answer (to its deadline if
-    #: none comes): `nmi_trigger_cpumask_backtrace`'s mdelay loop, from the
-    #: buddy detector in hardirq with IRQs masked; `smp_send_stop`'s udelay.
-    requester_wait_us: float
+    #: How long the kernel's requester spins for the answer, IRQs masked, its
+    #: CPU's hardirq time (to its deadline if none comes, else to its first look
+    #: after the answer): `nmi_trigger_cpumask_backtrace`'s mdelay(1) loop,
+    #: `smp_send_stop`'s udelay(1).
+    requester_spin_us: float
 
 
 def _reach(scenario: dict[str, Any], seed: int) -> Reach:
     m = _run(scenario, seed)["metrics"]
     call = scenario["crosscall"][0]
-    wait_us = float(m["crosscall.bt.requester_wait_ns"]) / 1e3
+    wait_us = float(m["crosscall.bt.requester_spin_ns"]) / 1e3
     # With `waits` the core counts an answer after the last wait as late, not
     # reached, so a target reached was reached while the requester waited.
     t = m.get("crosscall.bt.time_to_all_ns")
@@ -299,7 +304,7 @@ def reachability(
                         "in_masked_code": r.in_masked_code,
                         "by": r.by,
                         "latency_us": r.latency_us,
-                        "requester_wait_us": r.requester_wait_us,
+                        "requester_spin_us": r.requester_spin_us,
                         "steady_state_throughput_cost": (1 - tax_ratio)
                         if (mech == "pseudo-nmi" and tax_ratio)
                         else 0.0,
@@ -347,7 +352,7 @@ def stopping(
                 "stopped": r.reached,
                 "latency_us": r.latency_us,
                 "by": r.by,
-                "requester_wait_us": r.requester_wait_us,
+                "requester_spin_us": r.requester_spin_us,
             }
         )
     return rows

@@ -96,8 +96,11 @@ fn scenario(m: &Mix) -> String {
     if host_cpus > 1 && !mechs.is_empty() {
         let list: Vec<String> = mechs.iter().map(|n| format!("\"{n}\"")).collect();
         let targets: Vec<String> = (1..host_cpus).map(|c| c.to_string()).collect();
+        // Waits, not a timeout: the requester spins with IRQs masked until its
+        // last wait, and a finite one keeps every masked section finite.
+        let waits = vec!["\"300us\""; mechs.len()].join(", ");
         t += &format!(
-            "[[crosscall]]\nname = \"x\"\nat = \"1ms\"\ntargets = [{}]\nmechanisms = [{}]\ntimeout = \"300us\"\n\
+            "[[crosscall]]\nname = \"x\"\nat = \"1ms\"\ntargets = [{}]\nmechanisms = [{}]\nwaits = [{waits}]\n\
              signals = {}\nsignal_interval = \"{}us\"\nhandler = \"2us\"\n",
             targets.join(", "),
             list.join(", "),
@@ -378,9 +381,10 @@ fn device_scenario(d: &Devices) -> String {
     let host_cpus = if d.nic.is_some_and(|n| n.3 > 0) { d.cpus - 1 } else { d.cpus };
     if d.sdei && host_cpus > 1 {
         let targets: Vec<String> = (1..host_cpus).map(|c| c.to_string()).collect();
+        // SDEI events from outside the machine (no requester spins on CPU 0).
         for k in 0..80u64 {
             t += &format!(
-                "[[crosscall]]\nname = \"sdei{k}\"\nat = \"{}ns\"\nfrom = 0\ntargets = [{}]\nmechanisms = [\"sdei\"]\nhandler = \"10us\"\n",
+                "[[crosscall]]\nname = \"sdei{k}\"\nat = \"{}ns\"\nfrom = 0\ntargets = [{}]\nmechanisms = [\"sdei\"]\nhandler = \"10us\"\nrequester_spins = false\n",
                 500_000 + k * 31_300,
                 targets.join(", ")
             );

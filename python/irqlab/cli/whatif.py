@@ -173,7 +173,7 @@ def whatif(
             ("of the wedge" if r["in_masked_code"] else "after unmask") if r["reached"] else "none",
             r["by"] or "",
             "" if r["latency_us"] is None else f"{r['latency_us']:.2f}",
-            f"{r['requester_wait_us']:.2f}",
+            f"{r['requester_spin_us']:.2f}",
             f"{r['steady_state_throughput_cost']:.1%}",
         ]
         for r in reach
@@ -195,7 +195,7 @@ def whatif(
             "yes" if r["stopped"] else "no",
             "" if r["latency_us"] is None else f"{r['latency_us']:.2f}",
             r["by"] or "",
-            f"{r['requester_wait_us']:.2f}",
+            f"{r['requester_spin_us']:.2f}",
         ]
         for r in stop
     ]

@@ -77,11 +77,40 @@ pub struct CallState {
     /// Per target reached: from `at` to its answer, when the requester sees it
     /// (its print's end with `serial`, else its handler's start).
     pub answered: Vec<Option<Ps>>,
+    /// The requester's spin (`requester_spins`): its source on `from`, how
+    /// often it looks, and when the spin began and ended.
+    pub spin_src: Option<u32>,
+    pub poll: Ps,
+    pub spin: Option<(Ps, Option<Ps>)>,
+    /// When the requester's CPU was asked (the scenario's `at`). With a spin,
+    /// `at` becomes the moment it sends, once its CPU has taken the request:
+    /// latencies, escalation and the waits count from there, as the kernel's
+    /// loop does from `raise()`.
+    pub asked: Ps,
 }
+
+/// `owner_arg`'s target index for a call's spinning requester.
+const REQUESTER: u32 = u32::MAX;
 
 impl CallState {
     fn unreached(&self) -> usize {
         self.reached.iter().filter(|r| r.is_none()).count()
+    }
+
+    /// The spinning requester looks at the answers at `now`: 0 when it stops
+    /// (every target has answered, or its last wait is over), else how long
+    /// it delays before it looks again (one poll, or what is left of the wait).
+    fn spin_more(&mut self, now: Ps) -> Ps {
+        let since = now - self.at;
+        let all = self.answered.iter().all(|a| a.is_some_and(|a| a <= since));
+        let left = self.deadline.map_or(Ps::MAX, |d| d.saturating_sub(since));
+        if all || left == 0 {
+            if let Some((_, end)) = &mut self.spin {
+                *end = Some(now);
+            }
+            return 0;
+        }
+        self.poll.min(left)
     }
 }
 
@@ -136,6 +165,20 @@ impl Component for CrossCalls {
                     ((0..x.mechanisms.len() as Ps).map(|k| k.saturating_mul(t)).collect(), None)
                 }
             };
+            // The requester's spin: a handler on its own CPU (not written by a
+            // device, so not in irq_latency) that loops while it waits.
+            let spin_src = x.requester_spins.then(|| {
+                let group_name = format!("crosscall.{}.requester", x.name);
+                let group = m.add_group(&group_name, &group_name);
+                m.src_local[group as usize] = true;
+                let arg = me.sources.len() as u32;
+                me.sources.push((k as u32, REQUESTER));
+                let i = m.add_source(group_name, group, x.from, 0, Prio::Normal, irq_entry, irq_exit, 0, P::ID, arg);
+                let src = &mut m.srcs[i as usize];
+                src.handler_name = Some("nmi_trigger_cpumask_backtrace (waits for the answers)".into());
+                src.continues = true;
+                i
+            });
             me.calls.push(CallState {
                 name: x.name.clone(),
                 at: x.at.ps(),
@@ -157,6 +200,10 @@ impl Component for CrossCalls {
                 smc: sc.cpu.sdei.signal.ps(),
                 smc_busy: 0,
                 serial: x.serial,
+                spin_src,
+                poll: x.requester_poll.ps(),
+                spin: None,
+                asked: x.at.ps(),
             });
         }
         me
@@ -183,6 +230,12 @@ impl Component for CrossCalls {
         let me: &mut CrossCalls = m.parts.get();
         let (k, xtarget) = me.sources[src.owner_arg as usize];
         let call = &mut me.calls[k as usize];
+        if xtarget == REQUESTER {
+            call.spin = Some((now, None));
+            call.at = now;
+            signal(m, s, k);
+            return m.parts.get().calls[k as usize].spin_more(now);
+        }
         let n = call.targets.len() as u32;
         let (stage, j) = (xtarget / n, (xtarget % n) as usize);
         call.handler_runs += 1;
@@ -207,8 +260,16 @@ impl Component for CrossCalls {
         wait + src.handler
     }
 
-    fn report<P: Has<Self>>(m: &mut Machine<P>, r: &mut Report, _now: Ps, _secs: f64) {
-        m.parts.get_ref().report(r);
+    /// The spinning requester delayed one poll: it looks again.
+    fn handler_continue<P: Has<Self>>(m: &mut Machine<P>, s: &mut Scheduler<Ev>, _c: usize, i: u32) -> Ps {
+        let arg = m.srcs[i as usize].owner_arg;
+        let me: &mut CrossCalls = m.parts.get();
+        let (k, _) = me.sources[arg as usize];
+        me.calls[k as usize].spin_more(s.now())
+    }
+
+    fn report<P: Has<Self>>(m: &mut Machine<P>, r: &mut Report, now: Ps, _secs: f64) {
+        m.parts.get_ref().report(r, now);
     }
 }
 
@@ -235,6 +296,12 @@ fn signal<P: Has<CrossCalls>>(m: &mut Machine<P>, s: &mut Scheduler<Ev>, k: u32)
     let stage = call.stage as usize;
     let base = stage * n;
     let to_signal: Vec<u32> = (0..n).filter(|&j| call.reached[j].is_none()).map(|j| call.srcs[base + j]).collect();
+    if let (Some(i), None) = (call.spin_src, call.spin) {
+        // The requester's CPU takes the request first (an hrtimer callback, a
+        // sysrq, panic): it signals from there and spins (`handler_start`).
+        m.raise_direct(s, i);
+        return;
+    }
     call.signals_sent += 1;
     call.rep += 1;
     let next = if call.rep < call.signals {
@@ -266,7 +333,7 @@ fn signal<P: Has<CrossCalls>>(m: &mut Machine<P>, s: &mut Scheduler<Ev>, k: u32)
 
 impl CrossCalls {
     /// `crosscall.NAME.*`: who was reached, by what, how fast.
-    fn report(&self, r: &mut Report) {
+    fn report(&self, r: &mut Report, now: Ps) {
         let mut targets = Table::new(&["call", "cpu", "reached", "mechanism", "latency_ns", "answered_ns", "in_masked"]);
         for call in &self.calls {
             for (j, &cpu) in call.targets.iter().enumerate() {
@@ -309,17 +376,24 @@ impl CrossCalls {
                     r.metric(format!("{p}.time_to_all_answered_ns"), last_answer.unwrap_or(0) as f64 / 1e3);
                 }
             }
-            // How long the kernel's requester spins for the answers: until the last
-            // target answers, or to its deadline if one never does (with `waits`).
-            // `nmi_trigger_cpumask_backtrace` loops on mdelay(1) (from the
-            // buddy detector, in hardirq with IRQs masked), `smp_send_stop` on
-            // udelay. Reported only: the model's requester runs its tasks on.
+            // How long the kernel's requester needs to wait for the answers: until
+            // the last target answers, or to its deadline if one never does
+            // (with `waits`). The spin itself (`requester_spins`) looks every
+            // poll, so it ends at the first look after this.
             let wait = match (reached.len() == call.targets.len(), call.deadline) {
                 (true, d) => last_answer.map(|a| d.map_or(a, |d| a.min(d))),
                 (false, d) => d,
             };
             if let Some(w) = wait {
                 r.metric(format!("{p}.requester_wait_ns"), w as f64 / 1e3);
+            }
+            // What the spin took of the requester's CPU (to the run's end if it
+            // still spins): from when its CPU took it to the look that found
+            // every answer in, so up to a poll more than the wait.
+            if let Some((start, end)) = call.spin {
+                r.metric(format!("{p}.requester_spin_ns"), (end.unwrap_or(now) - start) as f64 / 1e3);
+                // How long its CPU took to start: an IRQ entry, or a mask's length.
+                r.metric(format!("{p}.requester_start_ns"), (start - call.asked) as f64 / 1e3);
             }
             if !reached.is_empty() {
                 let mut h = Latency::default();

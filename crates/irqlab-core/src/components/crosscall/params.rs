@@ -75,6 +75,25 @@ pub struct CrossCall {
     /// print ends. Set it for a backtrace; a stop (`local_cpu_stop`) takes no lock.
     #[serde(default)]
     pub serial: bool,
+    /// The requester spins for the answers in hardirq with IRQs masked, its
+    /// CPU's time: `nmi_trigger_cpumask_backtrace` (lib/nmi_backtrace.c) loops
+    /// on `mdelay(1)` for up to 10 s, and arm64's `smp_send_stop` on
+    /// `udelay(1)`, both with IRQs off where the kernel asks for them (the
+    /// buddy detector's hrtimer callback, panic, sysrq from a keyboard or a
+    /// serial break). `false` leaves the requester's CPU running as if it had
+    /// not asked (a request from outside, or the reported-only model before
+    /// 2026-11-28).
+    #[serde(default = "crate::scenario::units::yes")]
+    pub requester_spins: bool,
+    /// How often the spinning requester looks at the answers: 1 ms for a
+    /// backtrace (`mdelay(1)`), 1 µs for a stop (`udelay(1)`). It sees the
+    /// last answer at its next look.
+    #[serde(default = "default_requester_poll")]
+    pub requester_poll: Time,
+}
+
+fn default_requester_poll() -> Time {
+    Time(crate::engine::time::PS_PER_MS)
 }
 
 /// Names unique, the call within the measured span, targets that exist and run
@@ -108,6 +127,12 @@ pub fn check(calls: &[CrossCall], ctx: &Ctx) -> Check {
             if !seen.insert(c) {
                 return err(format!("{p}.targets[{j}]"), format!("cpu {c} is listed twice"));
             }
+            if c == x.from {
+                return err(
+                    format!("{p}.targets[{j}]"),
+                    format!("cpu {c} is the requester (from): the kernel leaves it out (nmi_trigger_cpumask_backtrace dumps its own stack inline, smp_send_stop clears its own CPU)"),
+                );
+            }
             if let Some(owner) = &ctx.hosted[c as usize] {
                 return err(format!("{p}.targets[{j}]"), format!("cpu {c} runs a vCPU of {owner}; cross-calls target host CPUs"));
             }
@@ -123,6 +148,9 @@ pub fn check(calls: &[CrossCall], ctx: &Ctx) -> Check {
             if *m == Mechanism::PseudoNmi && !ctx.pmr {
                 return err(format!("{p}.mechanisms[{j}]"), "\"pseudo-nmi\" needs cpu.masking = \"pmr\" (irqchip.gicv3_pseudo_nmi=1)");
             }
+        }
+        if x.requester_spins && x.requester_poll.ps() == 0 {
+            return err(format!("{p}.requester_poll"), "must be above 0 (mdelay(1) is 1ms, udelay(1) 1us)");
         }
         if x.signals == 0 {
             return err(format!("{p}.signals"), "must be at least 1");

@@ -99,10 +99,15 @@ fn escalation_reaches_what_the_first_mechanism_cannot() {
     assert_eq!(m["crosscall.bt.reached_by.sdei"], 1.0);
     let lat = wedged_latency_ns(&m);
     assert!((lat - 1_007_000.0).abs() < 1.0, "timeout + signal + dispatch, got {lat}");
-    // A healthy target answers the IPI and is never escalated.
-    let m = wedged("daif", "daif", r#""ipi", "sdei""#, "timeout = \"1ms\"\ntargets = [0]\nfrom = 1", "50ms");
+    // A healthy target answers the IPI and is never escalated (asked by a
+    // requester outside the machine: the wedged CPU 1 could not send it).
+    let m = wedged("daif", "daif", r#""ipi", "sdei""#, "timeout = \"1ms\"\ntargets = [0]\nfrom = 1\nrequester_spins = false", "50ms");
     assert_eq!(m["crosscall.bt.reached_by.ipi"], 1.0);
     assert_eq!(m["crosscall.bt.signals"], 1.0);
+    // A wedged requester sends nothing: its CPU never takes the request.
+    let m = wedged("daif", "daif", r#""ipi", "sdei""#, "timeout = \"1ms\"\ntargets = [0]\nfrom = 1", "50ms");
+    assert_eq!(m["crosscall.bt.signals"], 0.0);
+    assert_eq!(m["crosscall.bt.reached"], 0.0);
 }
 
 #[test]
@@ -358,6 +363,8 @@ fn bad_crosscalls_are_refused_at_their_key() {
         ("", vec!["targets = []"], "crosscall[0].targets"),
         ("", vec!["targets = [1, 4]"], "crosscall[0].targets[1]"),
         ("", vec!["targets = [1, 2, 1]"], "crosscall[0].targets[2]"),
+        ("", vec!["targets = [1, 0]"], "crosscall[0].targets[1]"),
+        ("", vec!["requester_poll = \"0ns\""], "crosscall[0].requester_poll"),
         (vm, vec!["targets = [1, 3]"], "crosscall[0].targets[1]"),
         (vm, vec![""], "crosscall[0].targets[2]"),
         ("", vec!["mechanisms = []"], "crosscall[0].mechanisms"),
@@ -379,7 +386,7 @@ fn bad_crosscalls_are_refused_at_their_key() {
     }
     let good = [
         ("", vec!["", "at = \"9999us\"\nfrom = 3\ntargets = [0, 2]"]),
-        (vm, vec!["targets = [0, 1, 2]"]),
+        (vm, vec!["targets = [1, 2]"]),
         (pmr, vec!["mechanisms = [\"pseudo-nmi\"]"]),
         ("", vec!["signals = 2\nsignal_interval = \"1us\""]),
         ("", vec!["mechanisms = [\"ipi\", \"sdei\"]\nsignals = 3\nsignal_interval = \"1ms\"\nwaits = [\"2001us\", \"3ms\"]"]),
@@ -400,4 +407,58 @@ fn the_latency_histogram_has_one_entry_per_target_reached() {
     let out = run(&sc, RunOptions::default());
     assert_eq!(out.report.metrics["crosscall.bt.reached"], 3.0);
     assert_eq!(out.report.histograms["crosscall.bt.latency"].count, 3);
+}
+
+/// The requester spins for the answers in hardirq (`nmi_trigger_cpumask_backtrace`'s
+/// mdelay loop), looking once per `requester_poll`: it pays to its first look
+/// after the last answer, or to its last wait when no answer comes, and CPU 0's
+/// hardirq time is that spin plus its entry and exit.
+#[test]
+fn the_requester_spins_on_its_own_cpu_until_a_look_finds_every_answer() {
+    // DAIF wedge, IPI only: no answer. The requester sends once its idle CPU
+    // has taken the request (a 100 ns entry) and spins the whole 5 ms wait.
+    let m = wedged("daif", "daif", r#""ipi""#, "waits = [\"5ms\"]", "50ms");
+    assert_eq!(m["crosscall.bt.reached"], 0.0);
+    assert_eq!(m["crosscall.bt.requester_start_ns"], 100.0);
+    assert!((m["crosscall.bt.requester_spin_ns"] - 5e6).abs() < 1.0, "{}", m["crosscall.bt.requester_spin_ns"]);
+    let hardirq_ns = m["cpu0.hardirq_share"] * 50e6;
+    assert!((hardirq_ns - 5_000_200.0).abs() < 1.0, "entry + spin + exit: {hardirq_ns}");
+
+    // A pseudo-NMI answers within µs: the first look, at the spin's start, is
+    // too early, and the next, one poll later, finds it.
+    let ms = wedged("pmr", "pmr", r#""pseudo-nmi""#, "", "50ms");
+    assert_eq!(ms["crosscall.bt.reached"], 1.0);
+    assert!((ms["crosscall.bt.requester_spin_ns"] - 1e6).abs() < 1.0);
+    // Looking every µs, it stops at the first whole µs past the answer.
+    let us = wedged("pmr", "pmr", r#""pseudo-nmi""#, "requester_poll = \"1us\"", "50ms");
+    let answer_after_start = us["crosscall.bt.requester_wait_ns"];
+    assert!(answer_after_start > 0.0);
+    assert!((us["crosscall.bt.requester_spin_ns"] - (answer_after_start / 1000.0).ceil() * 1000.0).abs() < 1.0);
+
+    // Not spinning, the requester's CPU gives the call nothing.
+    let free = wedged("daif", "daif", r#""ipi""#, "waits = [\"5ms\"]\nrequester_spins = false", "50ms");
+    assert!(!free.contains_key("crosscall.bt.requester_spin_ns"));
+    assert_eq!(free["cpu0.hardirq_share"], 0.0);
+    assert!((free["crosscall.bt.requester_wait_ns"] - 5e6).abs() < 1.0, "the wait is still reported");
+}
+
+/// The spin has IRQs masked: the requester's own device interrupts wait for
+/// its end (and none is lost: the audit counts every write).
+#[test]
+fn the_requesters_interrupts_wait_for_its_spin() {
+    let run_with = |spins: bool| {
+        let toml = format!(
+            "name = \"s\"\nduration = \"30ms\"\n[platform]\ncpus = 2\n[cpu]\nirq_entry = \"100ns\"\nirq_exit = \"100ns\"\n\
+             [[task]]\nname = \"wedge\"\ncpus = [1]\nwork = \"1us\"\nexception = \"syscall\"\nbody = \"100ms\"\nirqs_off = \"100ms\"\n\
+             [[source]]\nname = \"nic\"\nrate = \"10k/s\"\ncpus = [0]\nhandler = \"1us\"\n\
+             [[crosscall]]\nname = \"bt\"\nat = \"10ms\"\nmechanisms = [\"ipi\"]\nwaits = [\"5ms\"]\nhandler = \"2us\"\nrequester_spins = {spins}\n"
+        );
+        let sc = crate::load(&toml, "s.toml", &[]).expect("valid scenario");
+        let out = run(&sc, RunOptions { audit: true, ..Default::default() });
+        assert_eq!(out.audit.double_deliveries, 0);
+        out.report.histograms["irq_latency"].max
+    };
+    // About 50 NIC interrupts come during the 5 ms spin; the first waits nearly all of it.
+    assert!(run_with(true) > 4e6, "{}", run_with(true));
+    assert!(run_with(false) < 10e3, "{}", run_with(false));
 }
