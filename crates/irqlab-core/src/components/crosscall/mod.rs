@@ -175,7 +175,8 @@ impl Component for CrossCalls {
                 me.sources.push((k as u32, REQUESTER));
                 let i = m.add_source(group_name, group, x.from, 0, Prio::Normal, irq_entry, irq_exit, 0, P::ID, arg);
                 let src = &mut m.srcs[i as usize];
-                src.handler_name = Some("nmi_trigger_cpumask_backtrace (waits for the answers)".into());
+                // nmi_trigger_cpumask_backtrace's or smp_send_stop's wait loop.
+                src.handler_name = Some("cross-call requester (waits for the answers)".into());
                 src.continues = true;
                 i
             });
