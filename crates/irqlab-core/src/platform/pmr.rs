@@ -240,6 +240,12 @@ mod tests {
         // irq_pairs replaces the kernel's sections with disable/enable pairs.
         assert_eq!(t.body(ExceptionKind::Syscall, Some(3)), 6000);
         assert_eq!(t.irq_entry, 4000);
+        // Each path's field is its own count (above) at 1 ns (an exit to EL0 is
+        // the IRQ-from-EL0 path's R2 W5 less the IRQ entry's 4), syncs free without
+        // PMHE: a swapped constant in `new` shows here (a mutation pass noted
+        // that only `irq_entry` and the per-op totals were pinned).
+        let fields = [t.entry, t.exit, t.exit_to_el1, t.idle_wake, t.softirq, t.ksoftirqd, t.switch, t.nested];
+        assert_eq!(fields, [3000, 3000, 1000, 4000, 2000, 2000, 3000, 2000]);
     }
 
     #[test]
