@@ -74,6 +74,8 @@ pub struct CallState {
     pub smc_busy: Ps,
     /// `serial`: the targets' first handler runs print one at a time.
     pub serial: bool,
+    /// `idle_handler`: the first handler run on a target found idle.
+    pub idle_handler: Option<Ps>,
     /// Per target reached: from `at` to its answer, when the requester sees it
     /// (its print's end with `serial`, else its handler's start).
     pub answered: Vec<Option<Ps>>,
@@ -201,6 +203,7 @@ impl Component for CrossCalls {
                 smc: sc.cpu.sdei.signal.ps(),
                 smc_busy: 0,
                 serial: x.serial,
+                idle_handler: x.idle_handler.map(|t| t.ps()),
                 spin_src,
                 poll: x.requester_poll.ps(),
                 spin: None,
@@ -226,7 +229,7 @@ impl Component for CrossCalls {
     /// A cross-call handler starts on its target.
     fn handler_start<P: Has<Self>>(m: &mut Machine<P>, s: &mut Scheduler<Ev>, c: usize, i: u32) -> Ps {
         let now = s.now();
-        let in_masked = interrupted_masked(m, c, i);
+        let (in_masked, in_idle) = interrupted(m, c, i);
         let src = &m.srcs[i as usize];
         let me: &mut CrossCalls = m.parts.get();
         let (k, xtarget) = me.sources[src.owner_arg as usize];
@@ -241,11 +244,15 @@ impl Component for CrossCalls {
         let (stage, j) = (xtarget / n, (xtarget % n) as usize);
         call.handler_runs += 1;
         let first = call.reached[j].is_none() && !call.late[j];
+        let handler = match call.idle_handler {
+            Some(h) if first && in_idle => h,
+            _ => src.handler,
+        };
         // A later run finds its CPU already cleared from the mask and prints nothing.
         let (wait, answer) = if first && call.serial {
             let wait = me.print_free.saturating_sub(now);
-            me.print_free = now + wait + src.handler;
-            (wait, now + wait + src.handler)
+            me.print_free = now + wait + handler;
+            (wait, now + wait + handler)
         } else {
             (0, now)
         };
@@ -258,7 +265,7 @@ impl Component for CrossCalls {
                 call.answered[j] = Some(answer - call.at);
             }
         }
-        wait + src.handler
+        wait + handler
     }
 
     /// The spinning requester delayed one poll: it looks again.
@@ -275,14 +282,18 @@ impl Component for CrossCalls {
 }
 
 /// Whether the code source `i`'s handler interrupted on CPU `c` had IRQs
-/// masked: the frame under the handler's (with no entry phase the handler
-/// starts before its frame is pushed, and the interrupted frame is the top).
-fn interrupted_masked<P: Has<CrossCalls>>(m: &Machine<P>, c: usize, i: u32) -> bool {
+/// masked, and whether it was the idle loop (`cpu_in_idle`): the frame under
+/// the handler's (with no entry phase the handler starts before its frame is
+/// pushed, and the interrupted frame is the top).
+fn interrupted<P: Has<CrossCalls>>(m: &Machine<P>, c: usize, i: u32) -> (bool, bool) {
     use crate::platform::cpu::Work;
     let st = &m.cpus[c].stack;
     let pushed = matches!(st.last().map(|f| f.work), Some(Work::Irq { src, .. }) if src == i);
     let under = if pushed { st.len().checked_sub(2) } else { st.len().checked_sub(1) };
-    under.is_some_and(|k| !st[k].mask.admits(Prio::Normal))
+    match under {
+        Some(k) => (!st[k].mask.admits(Prio::Normal), matches!(st[k].work, Work::Idle)),
+        None => (false, true),
+    }
 }
 
 /// The requester signals every target that has not answered, then schedules

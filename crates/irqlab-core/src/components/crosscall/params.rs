@@ -67,6 +67,12 @@ pub struct CrossCall {
     pub signal_interval: Time,
     /// The handler on the target (e.g. dumping a backtrace).
     pub handler: Time,
+    /// The handler on a target the call finds in its idle loop, if not
+    /// `handler`: `nmi_cpu_backtrace` prints one line there ("skipped: idling
+    /// at …") instead of the registers and stack, unless the `backtrace_idle`
+    /// module parameter is set (lib/nmi_backtrace.c, `cpu_in_idle`).
+    #[serde(default)]
+    pub idle_handler: Option<Time>,
     /// The targets print one at a time: `nmi_cpu_backtrace` holds
     /// `printk_cpu_sync_get_irqsave`, a lock of the whole machine, while it
     /// prints, and clears its CPU from the requester's mask only after

@@ -462,3 +462,32 @@ fn the_requesters_interrupts_wait_for_its_spin() {
     assert!(run_with(true) > 4e6, "{}", run_with(true));
     assert!(run_with(false) < 10e3, "{}", run_with(false));
 }
+
+/// `nmi_cpu_backtrace` prints one line for a CPU it finds idling
+/// (`cpu_in_idle`) unless `backtrace_idle` is set: with `idle_handler`, idle
+/// targets print that, and a busy one (here a task's user loop) the whole
+/// backtrace, one at a time under the print lock.
+#[test]
+fn idle_targets_print_one_line() {
+    let go = |extra: &str| {
+        let toml = format!(
+            "name = \"i\"\nduration = \"2ms\"\n[platform]\ncpus = 4\n\
+             [[task]]\nname = \"busy\"\ncpus = [3]\nwork = \"1ms\"\n\
+             [[crosscall]]\nname = \"bt\"\nat = \"100us\"\nmechanisms = [\"ipi\"]\nhandler = \"100us\"\nserial = true\n{extra}"
+        );
+        let sc = crate::load(&toml, "i.toml", &[]).expect("valid scenario");
+        let out = run(&sc, RunOptions::default());
+        let t = &out.report.tables["crosscall_targets"];
+        let answered: Vec<f64> = t.rows.iter().map(|r| if let Cell::Num(v) = r[5] { v } else { f64::NAN }).collect();
+        (out.report.metrics["crosscall.bt.time_to_all_answered_ns"], answered)
+    };
+    let (all, _) = go("");
+    // Three whole backtraces in turn: the last answers 300 us (and the IPI's latency) in.
+    assert!((300e3..301e3).contains(&all), "{all}");
+    let (all, answered) = go("idle_handler = \"5us\"");
+    // Two idle lines (5 us each) and the busy CPU's backtrace; whichever order
+    // they take the lock in, the three together hold it 110 us.
+    assert!((110e3..111e3).contains(&all), "{all}");
+    let idle_max = answered[..2].iter().cloned().fold(0.0, f64::max);
+    assert!(idle_max < answered[2], "the busy CPU's backtrace ends last here: {answered:?}");
+}
