@@ -14,6 +14,7 @@ use toml::Value;
 const SEEDS: &[(&str, &str)] = &[
     ("small", include_str!("../../../tests/data/small.toml")),
     ("virt", include_str!("../../../tests/data/virt.toml")),
+    ("idle", include_str!("../../../tests/data/idle.toml")),
     ("md1", include_str!("../../../python/irqlab/scenarios/examples/md1-queue.toml")),
     ("gettid", include_str!("../../../python/irqlab/scenarios/figures/m1-gettid.toml")),
     ("backtrace", include_str!("../../../python/irqlab/scenarios/examples/m1-backtrace.toml")),
