@@ -304,3 +304,18 @@ def test_will_it_scale_tasks_scale_without_contention_in_the_model() -> None:
     # No cross-CPU contention is modelled on this path (docs/m1-masking-and-nmi.md).
     assert per_task == pytest.approx(one["metrics"]["ops_per_s"], rel=2e-3)
     assert one["metrics"]["ops_per_s"] == pytest.approx(3_195_656, rel=0.01)  # the figure's own path
+
+
+def test_whatif_runs_until_the_backtrace_requesters_next_look(tmp_path: Path) -> None:
+    """A backtrace's requester looks every 1 ms (mdelay(1)): an IPI that gets
+    in as a 2.02 ms wedge ends answers at about 2.01 ms, so the requester spins
+    to its look at 3 ms. The run must last that long, or the spin reads short
+    (it read 2.52 ms when the run ended 0.5 ms after the wedge; a review)."""
+    out = tmp_path / "w.json"
+    assert_ok(run_cli("whatif", "--exceptions-per-s", "1000", "--cpus", "1", "--wedge-ms", "2.02", "--json", out))
+    reach = {(r["wedge"], r["mechanism"]): r for r in json.loads(out.read_text())["reachability"]}
+    ipi = reach[("daif", "ipi")]
+    assert ipi["reached"] and 2000 < ipi["latency_us"] < 2100
+    assert ipi["requester_spin_us"] == pytest.approx(3000.0)
+    # A pseudo-NMI through the PMR wedge answers at once: the spin ends at the first look after, 1 ms.
+    assert reach[("local_irq_disable", "pseudo-nmi")]["requester_spin_us"] == pytest.approx(1000.0)

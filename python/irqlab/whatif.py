@@ -202,6 +202,8 @@ def wedge_scenario(
     waits then."""
     cpu = _cpu_section(base, masking)
     cpu["sdei"] = {"signal": f"{sdei_signal_ns}ns", "dispatch": f"{sdei_dispatch_ns}ns"}
+    # The requester sees an answer at its next look, up to one poll after it.
+    poll_ns = 1e6 if serial else 1e3
     call: dict[str, Any] = {
         "name": "bt",
         "at": "1ms",
@@ -214,12 +216,12 @@ def wedge_scenario(
         # The requester spins with IRQs masked, looking every mdelay(1) for a
         # backtrace (lib/nmi_backtrace.c), every udelay(1) for a stop
         # (arch/arm64/kernel/smp.c, smp_send_stop).
-        "requester_poll": "1ms" if serial else "1us",
+        "requester_poll": f"{poll_ns}ns",
     }
     wait_ns = sum(w for _, w in ladder)
     return {
         "name": "wedge",
-        "duration": f"{REQUEST_NS + min(wedge_ns, wait_ns) + 0.5e6}ns",
+        "duration": f"{REQUEST_NS + min(wedge_ns, wait_ns) + poll_ns + 0.5e6}ns",
         "platform": {"cpus": 2},
         "cpu": cpu,
         "task": [

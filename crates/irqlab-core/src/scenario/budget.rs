@@ -113,6 +113,15 @@ pub fn estimate(sc: &Scenario, trace: bool) -> Estimate {
         let memory = inflight * BYTES_PER_PENDING + (v.vcpus + v.pcpus) as f64 * BYTES_PER_TASK;
         e.add("vblk.iops", per_s * secs * EVENTS_PER_GUEST_IO, "vblk.numjobs", memory);
     }
+    for (i, x) in sc.crosscalls.iter().enumerate() {
+        // A spinning requester looks once per poll until its last wait (10 s
+        // without `waits`): a 1 ps poll over 10 s would be 10^13 events.
+        if x.requester_spins && x.requester_poll.ps() > 0 {
+            let wait = x.waits.as_ref().map_or(10 * crate::engine::time::PS_PER_S, |w| w.iter().map(|t| t.ps()).sum::<u64>());
+            let span = wait.min(sc.duration.ps());
+            e.add(&format!("crosscall[{i}].requester_poll"), span as f64 / x.requester_poll.ps() as f64, "crosscall", 0.0);
+        }
+    }
     if trace {
         let events = (sc.trace.max_events as f64).min(e.events);
         e.add("trace.max_events", 0.0, "trace.max_events", events * BYTES_PER_TRACE_EVENT);
@@ -212,6 +221,10 @@ iops = "1M"
 fio = { jobs = 4096, iodepth = 65535 }
 "#);
         assert_eq!(check(&fio, false, MAX_EVENTS, 8e9).unwrap_err().0, "nvme.0.fio");
+        // A requester that looks every ps for 10 s: 10^13 looks.
+        let spin = sc("name = \"c\"\nduration = \"20s\"\n[platform]\ncpus = 2\n[[crosscall]]\nname = \"bt\"\nat = \"1ms\"\n\
+                       mechanisms = [\"ipi\"]\nwaits = [\"10s\"]\nhandler = \"1us\"\nrequester_poll = \"1ps\"\n");
+        assert_eq!(check(&spin, false, MAX_EVENTS, 8e9).unwrap_err().0, "crosscall[0].requester_poll");
     }
 
     #[test]

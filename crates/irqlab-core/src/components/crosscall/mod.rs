@@ -38,6 +38,10 @@ pub struct CrossCalls {
     pub sources: Vec<(u32, u32)>,
     /// When the print lock (`printk_cpu_sync`, one for the machine) is next free.
     pub print_free: Ps,
+    /// The call whose requester spins now, per kind (a backtrace, `serial`, and
+    /// a stop): the kernel's `backtrace_flag` and `stop_in_progress`, which make
+    /// a second request of the kind return at once, sending nothing.
+    pub in_progress: [Option<u32>; 2],
 }
 
 pub struct CallState {
@@ -89,10 +93,16 @@ pub struct CallState {
     /// latencies, escalation and the waits count from there, as the kernel's
     /// loop does from `raise()`.
     pub asked: Ps,
+    /// The requester found a call of its kind in progress and sent nothing.
+    pub skipped: bool,
 }
 
 /// `owner_arg`'s target index for a call's spinning requester.
 const REQUESTER: u32 = u32::MAX;
+
+/// How long a spinning requester waits when the call gives no `waits`:
+/// `nmi_trigger_cpumask_backtrace`'s 10,000 × `mdelay(1)` (lib/nmi_backtrace.c).
+const SPIN_GIVE_UP: Ps = 10 * crate::engine::time::PS_PER_S;
 
 impl CallState {
     fn unreached(&self) -> usize {
@@ -103,9 +113,12 @@ impl CallState {
     /// (every target has answered, or its last wait is over), else how long
     /// it delays before it looks again (one poll, or what is left of the wait).
     fn spin_more(&mut self, now: Ps) -> Ps {
+        if self.skipped {
+            return 0;
+        }
         let since = now - self.at;
         let all = self.answered.iter().all(|a| a.is_some_and(|a| a <= since));
-        let left = self.deadline.map_or(Ps::MAX, |d| d.saturating_sub(since));
+        let left = self.deadline.unwrap_or(SPIN_GIVE_UP).saturating_sub(since);
         if all || left == 0 {
             if let Some((_, end)) = &mut self.spin {
                 *end = Some(now);
@@ -208,6 +221,7 @@ impl Component for CrossCalls {
                 poll: x.requester_poll.ps(),
                 spin: None,
                 asked: x.at.ps(),
+                skipped: false,
             });
         }
         me
@@ -235,8 +249,20 @@ impl Component for CrossCalls {
         let (k, xtarget) = me.sources[src.owner_arg as usize];
         let call = &mut me.calls[k as usize];
         if xtarget == REQUESTER {
+            let kind = call.serial as usize;
+            // The flag goes when the wait ends (`backtrace_flag`; a stop's
+            // `stop_in_progress` is never cleared, as a panic never returns).
+            let busy = me.in_progress[kind].is_some_and(|o| me.calls[o as usize].spin.is_some_and(|(_, end)| end.is_none()));
+            let call = &mut me.calls[k as usize];
             call.spin = Some((now, None));
             call.at = now;
+            if busy {
+                // `test_and_set_bit(0, &backtrace_flag)` (or `stop_in_progress`) was set.
+                call.skipped = true;
+                call.spin = Some((now, Some(now)));
+                return 0;
+            }
+            me.in_progress[kind] = Some(k);
             signal(m, s, k);
             return m.parts.get().calls[k as usize].spin_more(now);
         }
@@ -393,6 +419,8 @@ impl CrossCalls {
             // (with `waits`). The spin itself (`requester_spins`) looks every
             // poll, so it ends at the first look after this.
             let wait = match (reached.len() == call.targets.len(), call.deadline) {
+                // A requester that never ran (its CPU masked throughout) or found a call of its kind in progress waited for nothing.
+                _ if call.spin_src.is_some() && (call.spin.is_none() || call.skipped) => None,
                 (true, d) => last_answer.map(|a| d.map_or(a, |d| a.min(d))),
                 (false, d) => d,
             };
@@ -406,6 +434,7 @@ impl CrossCalls {
                 r.metric(format!("{p}.requester_spin_ns"), (end.unwrap_or(now) - start) as f64 / 1e3);
                 // How long its CPU took to start: an IRQ entry, or a mask's length.
                 r.metric(format!("{p}.requester_start_ns"), (start - call.asked) as f64 / 1e3);
+                r.metric(format!("{p}.requester_skipped"), call.skipped as u8 as f64);
             }
             if !reached.is_empty() {
                 let mut h = Latency::default();

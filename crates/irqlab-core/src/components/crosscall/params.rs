@@ -136,7 +136,7 @@ pub fn check(calls: &[CrossCall], ctx: &Ctx) -> Check {
             if c == x.from {
                 return err(
                     format!("{p}.targets[{j}]"),
-                    format!("cpu {c} is the requester (from): the kernel leaves it out (nmi_trigger_cpumask_backtrace dumps its own stack inline, smp_send_stop clears its own CPU)"),
+                    format!("cpu {c} is the requester (from), not a target: a backtrace's requester dumps its own stack inline, before it signals (nmi_cpu_backtrace(NULL), not modelled), and smp_send_stop leaves its own CPU out"),
                 );
             }
             if let Some(owner) = &ctx.hosted[c as usize] {
@@ -154,6 +154,20 @@ pub fn check(calls: &[CrossCall], ctx: &Ctx) -> Check {
             if *m == Mechanism::PseudoNmi && !ctx.pmr {
                 return err(format!("{p}.mechanisms[{j}]"), "\"pseudo-nmi\" needs cpu.masking = \"pmr\" (irqchip.gicv3_pseudo_nmi=1)");
             }
+        }
+        if x.requester_spins {
+            if let Some(owner) = &ctx.hosted[x.from as usize] {
+                return err(
+                    format!("{p}.from"),
+                    format!(
+                        "cpu {} runs a vCPU of {owner}; a spinning requester runs on a host CPU (or set requester_spins = false)",
+                        x.from
+                    ),
+                );
+            }
+        }
+        if x.idle_handler.is_some() && !x.serial {
+            return err(format!("{p}.idle_handler"), "is a backtrace's one-line print for an idle CPU: it needs serial = true");
         }
         if x.requester_spins && x.requester_poll.ps() == 0 {
             return err(format!("{p}.requester_poll"), "must be above 0 (mdelay(1) is 1ms, udelay(1) 1us)");

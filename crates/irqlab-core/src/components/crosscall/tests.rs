@@ -365,6 +365,8 @@ fn bad_crosscalls_are_refused_at_their_key() {
         ("", vec!["targets = [1, 2, 1]"], "crosscall[0].targets[2]"),
         ("", vec!["targets = [1, 0]"], "crosscall[0].targets[1]"),
         ("", vec!["requester_poll = \"0ns\""], "crosscall[0].requester_poll"),
+        (vm, vec!["from = 3\ntargets = [1]"], "crosscall[0].from"),
+        ("", vec!["idle_handler = \"1us\""], "crosscall[0].idle_handler"),
         (vm, vec!["targets = [1, 3]"], "crosscall[0].targets[1]"),
         (vm, vec![""], "crosscall[0].targets[2]"),
         ("", vec!["mechanisms = []"], "crosscall[0].mechanisms"),
@@ -388,6 +390,8 @@ fn bad_crosscalls_are_refused_at_their_key() {
         ("", vec!["", "at = \"9999us\"\nfrom = 3\ntargets = [0, 2]"]),
         (vm, vec!["targets = [1, 2]"]),
         (pmr, vec!["mechanisms = [\"pseudo-nmi\"]"]),
+        (vm, vec!["from = 3\ntargets = [1]\nrequester_spins = false"]),
+        ("", vec!["idle_handler = \"1us\"\nserial = true"]),
         ("", vec!["signals = 2\nsignal_interval = \"1us\""]),
         ("", vec!["mechanisms = [\"ipi\", \"sdei\"]\nsignals = 3\nsignal_interval = \"1ms\"\nwaits = [\"2001us\", \"3ms\"]"]),
         ("", vec!["mechanisms = [\"ipi\", \"sdei\"]\nsignals = 3\nsignal_interval = \"1ms\"\ntimeout = \"2001us\""]),
@@ -490,4 +494,45 @@ fn idle_targets_print_one_line() {
     assert!((110e3..111e3).contains(&all), "{all}");
     let idle_max = answered[..2].iter().cloned().fold(0.0, f64::max);
     assert!(idle_max < answered[2], "the busy CPU's backtrace ends last here: {answered:?}");
+}
+
+/// Without `waits` the spinning requester still gives up as the kernel's
+/// backtrace loop does, after 10 s (10,000 × mdelay(1)); a requester whose CPU
+/// never took the request waited for nothing; and a second request of the
+/// same kind while one is in progress sends nothing (`backtrace_flag`).
+#[test]
+fn the_requester_gives_up_after_10s_and_one_request_of_a_kind_runs_at_a_time() {
+    // A 20 s DAIF wedge, IPI, no waits: the spin stops 10 s after it sent.
+    let toml = "name = \"w\"\nduration = \"10020ms\"\n[platform]\ncpus = 2\n\
+                [[task]]\nname = \"wedge\"\ncpus = [1]\nwork = \"1us\"\nexception = \"syscall\"\nbody = \"20s\"\nirqs_off = \"20s\"\nirqs_off_with = \"daif\"\n\
+                [[crosscall]]\nname = \"bt\"\nat = \"10ms\"\nmechanisms = [\"ipi\"]\nhandler = \"2us\"\n";
+    let sc = crate::load(toml, "w.toml", &[]).expect("valid scenario");
+    let m = run(&sc, RunOptions::default()).report.metrics;
+    assert_eq!(m["crosscall.bt.reached"], 0.0);
+    assert!((m["crosscall.bt.requester_spin_ns"] - 10e9).abs() < 1.0, "{}", m["crosscall.bt.requester_spin_ns"]);
+    // The wedged CPU as the requester: never started, nothing sent, no wait.
+    let m = wedged("daif", "daif", r#""ipi""#, "targets = [0]\nfrom = 1\nwaits = [\"5ms\"]", "50ms");
+    assert_eq!(m["crosscall.bt.signals"], 0.0);
+    assert!(!m.contains_key("crosscall.bt.requester_wait_ns"), "{m:?}");
+
+    let two = |second_from: u32| {
+        let toml = format!(
+            "name = \"two\"\nduration = \"30ms\"\n[platform]\ncpus = 3\n\
+             [[task]]\nname = \"wedge\"\ncpus = [2]\nwork = \"1us\"\nexception = \"syscall\"\nbody = \"100ms\"\nirqs_off = \"100ms\"\nirqs_off_with = \"daif\"\n\
+             [[crosscall]]\nname = \"a\"\nat = \"10ms\"\nfrom = 0\ntargets = [2]\nmechanisms = [\"ipi\"]\nwaits = [\"5ms\"]\nhandler = \"2us\"\nserial = true\n\
+             [[crosscall]]\nname = \"b\"\nat = \"12ms\"\nfrom = {second_from}\ntargets = [2]\nmechanisms = [\"ipi\"]\nwaits = [\"5ms\"]\nhandler = \"2us\"\nserial = true\n"
+        );
+        let sc = crate::load(&toml, "two.toml", &[]).expect("valid scenario");
+        run(&sc, RunOptions::default()).report.metrics
+    };
+    // b comes at 12 ms from CPU 1 while a spins on CPU 0 (10-15 ms): it returns at once.
+    let m = two(1);
+    assert_eq!((m["crosscall.a.requester_skipped"], m["crosscall.b.requester_skipped"]), (0.0, 1.0));
+    assert_eq!((m["crosscall.a.signals"], m["crosscall.b.signals"]), (1.0, 0.0));
+    assert_eq!(m["crosscall.b.requester_spin_ns"], 0.0);
+    // From CPU 0 itself, b waits for a's spin to end (15 ms) and then runs its own.
+    let m = two(0);
+    assert_eq!(m["crosscall.b.requester_skipped"], 0.0);
+    assert!((m["crosscall.b.requester_start_ns"] - 3e6).abs() < 1e3, "{}", m["crosscall.b.requester_start_ns"]);
+    assert!((m["crosscall.b.requester_spin_ns"] - 5e6).abs() < 1.0);
 }
