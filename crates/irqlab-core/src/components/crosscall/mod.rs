@@ -254,12 +254,11 @@ impl Component for CrossCalls {
             // `stop_in_progress` is never cleared, as a panic never returns).
             let busy = me.in_progress[kind].is_some_and(|o| me.calls[o as usize].spin.is_some_and(|(_, end)| end.is_none()));
             let call = &mut me.calls[k as usize];
-            call.spin = Some((now, None));
             call.at = now;
+            // `test_and_set_bit(0, &backtrace_flag)` (or `stop_in_progress`) found it set.
+            call.skipped = busy;
+            call.spin = Some((now, busy.then_some(now)));
             if busy {
-                // `test_and_set_bit(0, &backtrace_flag)` (or `stop_in_progress`) was set.
-                call.skipped = true;
-                call.spin = Some((now, Some(now)));
                 return 0;
             }
             me.in_progress[kind] = Some(k);
@@ -330,16 +329,16 @@ fn signal<P: Has<CrossCalls>>(m: &mut Machine<P>, s: &mut Scheduler<Ev>, k: u32)
     if call.unreached() == 0 {
         return;
     }
-    let n = call.targets.len();
-    let stage = call.stage as usize;
-    let base = stage * n;
-    let to_signal: Vec<u32> = (0..n).filter(|&j| call.reached[j].is_none()).map(|j| call.srcs[base + j]).collect();
     if let (Some(i), None) = (call.spin_src, call.spin) {
         // The requester's CPU takes the request first (an hrtimer callback, a
         // sysrq, panic): it signals from there and spins (`handler_start`).
         m.raise_direct(s, i);
         return;
     }
+    let n = call.targets.len();
+    let stage = call.stage as usize;
+    let base = stage * n;
+    let to_signal: Vec<u32> = (0..n).filter(|&j| call.reached[j].is_none()).map(|j| call.srcs[base + j]).collect();
     call.signals_sent += 1;
     call.rep += 1;
     let next = if call.rep < call.signals {
@@ -432,7 +431,7 @@ impl CrossCalls {
             // every answer in, so up to a poll more than the wait.
             if let Some((start, end)) = call.spin {
                 r.metric(format!("{p}.requester_spin_ns"), (end.unwrap_or(now) - start) as f64 / 1e3);
-                // How long its CPU took to start: an IRQ entry, or a mask's length.
+                // How long its CPU took to start: an IRQ entry, an idle exit, or a mask's length.
                 r.metric(format!("{p}.requester_start_ns"), (start - call.asked) as f64 / 1e3);
                 r.metric(format!("{p}.requester_skipped"), call.skipped as u8 as f64);
             }
