@@ -262,14 +262,14 @@ class Reach:
 def _reach(scenario: dict[str, Any], seed: int) -> Reach:
     m = _run(scenario, seed)["metrics"]
     call = scenario["crosscall"][0]
-    wait_us = float(m["crosscall.bt.requester_spin_ns"]) / 1e3
+    spin_us = float(m["crosscall.bt.requester_spin_ns"]) / 1e3
     # With `waits` the core counts an answer after the last wait as late, not
     # reached, so a target reached was reached while the requester waited.
     t = m.get("crosscall.bt.time_to_all_ns")
     if m["crosscall.bt.reached"] != 1.0 or t is None:
-        return Reach(False, None, None, False, wait_us)
+        return Reach(False, None, None, False, spin_us)
     by = next((k for k in call["mechanisms"] if m.get(f"crosscall.bt.reached_by.{k}", 0) > 0), None)
-    return Reach(True, float(t) / 1e3, by, m["crosscall.bt.reached_masked"] == 1.0, wait_us)
+    return Reach(True, float(t) / 1e3, by, m["crosscall.bt.reached_masked"] == 1.0, spin_us)
 
 
 def reachability(

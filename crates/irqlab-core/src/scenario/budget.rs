@@ -117,7 +117,8 @@ pub fn estimate(sc: &Scenario, trace: bool) -> Estimate {
         // A spinning requester looks once per poll until its last wait (10 s
         // without `waits`): a 1 ps poll over 10 s would be 10^13 events.
         if x.requester_spins && x.requester_poll.ps() > 0 {
-            let wait = x.waits.as_ref().map_or(10 * crate::engine::time::PS_PER_S, |w| w.iter().map(|t| t.ps()).sum::<u64>());
+            let wait =
+                x.waits.as_ref().map_or(crate::components::crosscall::params::REQUESTER_GIVE_UP, |w| w.iter().map(|t| t.ps()).sum::<u64>());
             let span = wait.min(sc.duration.ps());
             e.add(&format!("crosscall[{i}].requester_poll"), span as f64 / x.requester_poll.ps() as f64, "crosscall", 0.0);
         }

@@ -100,10 +100,6 @@ pub struct CallState {
 /// `owner_arg`'s target index for a call's spinning requester.
 const REQUESTER: u32 = u32::MAX;
 
-/// How long a spinning requester waits when the call gives no `waits`:
-/// `nmi_trigger_cpumask_backtrace`'s 10,000 × `mdelay(1)` (lib/nmi_backtrace.c).
-const SPIN_GIVE_UP: Ps = 10 * crate::engine::time::PS_PER_S;
-
 impl CallState {
     fn unreached(&self) -> usize {
         self.reached.iter().filter(|r| r.is_none()).count()
@@ -118,7 +114,7 @@ impl CallState {
         }
         let since = now - self.at;
         let all = self.answered.iter().all(|a| a.is_some_and(|a| a <= since));
-        let left = self.deadline.unwrap_or(SPIN_GIVE_UP).saturating_sub(since);
+        let left = self.deadline.unwrap_or(params::REQUESTER_GIVE_UP).saturating_sub(since);
         if all || left == 0 {
             if let Some((_, end)) = &mut self.spin {
                 *end = Some(now);

@@ -98,6 +98,11 @@ pub struct CrossCall {
     pub requester_poll: Time,
 }
 
+/// How long a spinning requester waits when the call gives no `waits`:
+/// `nmi_trigger_cpumask_backtrace`'s 10,000 × `mdelay(1)` (lib/nmi_backtrace.c).
+/// The run budget counts the spin's looks over it too.
+pub const REQUESTER_GIVE_UP: crate::engine::time::Ps = 10 * crate::engine::time::PS_PER_S;
+
 fn default_requester_poll() -> Time {
     Time(crate::engine::time::PS_PER_MS)
 }
