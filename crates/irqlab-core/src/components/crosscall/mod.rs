@@ -265,11 +265,14 @@ impl Component for CrossCalls {
         let (stage, j) = (xtarget / n, (xtarget % n) as usize);
         call.handler_runs += 1;
         let first = call.reached[j].is_none() && !call.late[j];
+        // A later run finds its CPU already cleared from the mask
+        // (`nmi_cpu_backtrace` tests its bit first) and prints nothing: it
+        // costs its entry and exit only.
         let handler = match call.idle_handler {
-            Some(h) if first && in_idle => h,
+            _ if !first => 0,
+            Some(h) if in_idle => h,
             _ => src.handler,
         };
-        // A later run finds its CPU already cleared from the mask and prints nothing.
         let (wait, answer) = if first && call.serial {
             let wait = me.print_free.saturating_sub(now);
             me.print_free = now + wait + handler;
