@@ -112,13 +112,14 @@ def test_counter_tracks_carry_values(trace):
         ("figures/m4-kvm-cancels.toml", ["duration=50ms"], ["cancelled vm-enter", "requests", "vm entry"]),
         ("examples/m5-nic-vms.toml", ["duration=3ms", "warmup=1ms"], ["napi poll", "hypervisor"]),
         ("figures/m5-nvme-8ssd.toml", ["duration=3ms", "warmup=1ms", "trace.max_events=20000"], ["hardirq"]),
-        # The backtrace's pseudo-NMI stage at 20 ms, and its SDEI stage for the
-        # DAIF-wedged CPU 5 at 30 ms: short windows, as the gettid loops make
-        # ~60 M trace events per simulated second (the 19-31 ms window filled
+        # The backtrace's pseudo-NMI stage (sent at 20.02 ms, once CPU 0 has
+        # dumped its own stack) and its SDEI stage for the DAIF-wedged CPU 5
+        # 10 ms later: short windows, as the gettid loops make ~60 M trace
+        # events per simulated second (the 19-31 ms window filled
         # trace.max_events and took 20 s to decode).
         (
             "examples/m1-backtrace.toml",
-            ["warmup=19.9ms", "duration=20.2ms", "trace.max_events=20000"],
+            ["warmup=19.9ms", "duration=20.2ms", "trace.start=20.015ms", "trace.max_events=20000"],
             ["cross-call requester", "crosscall.backtrace.pseudo-nmi.cpu1 handler"],
         ),
         (

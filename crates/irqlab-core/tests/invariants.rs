@@ -99,9 +99,12 @@ fn scenario(m: &Mix) -> String {
         // Waits, not a timeout: the requester spins with IRQs masked until its
         // last wait, and a finite one keeps every masked section finite.
         let waits = vec!["\"300us\""; mechs.len()].join(", ");
+        // A backtrace (serial prints), some with the requester's own dump first.
+        let serial = m.xcall.2 % 3 != 0;
+        let dumps = serial && m.xcall.2 % 3 == 2;
         t += &format!(
             "[[crosscall]]\nname = \"x\"\nat = \"1ms\"\ntargets = [{}]\nmechanisms = [{}]\nwaits = [{waits}]\n\
-             signals = {}\nsignal_interval = \"{}us\"\nhandler = \"2us\"\n",
+             signals = {}\nsignal_interval = \"{}us\"\nhandler = \"2us\"\nserial = {serial}\nrequester_dumps = {dumps}\n",
             targets.join(", "),
             list.join(", "),
             m.xcall.1,

@@ -95,6 +95,12 @@ pub struct CallState {
     pub asked: Ps,
     /// The requester found a call of its kind in progress and sent nothing.
     pub skipped: bool,
+    /// `requester_dumps`: the requester's own print (`handler`), before it
+    /// signals; `dumping` while it prints, and what the dump took (its wait
+    /// for the print lock and the print).
+    pub dump: Option<Ps>,
+    pub dumping: bool,
+    pub dump_took: Option<Ps>,
 }
 
 /// `owner_arg`'s target index for a call's spinning requester.
@@ -187,7 +193,10 @@ impl Component for CrossCalls {
                 let i = m.add_source(group_name, group, x.from, 0, Prio::Normal, irq_entry, irq_exit, 0, P::ID, arg);
                 let src = &mut m.srcs[i as usize];
                 // nmi_trigger_cpumask_backtrace's or smp_send_stop's wait loop.
-                src.handler_name = Some("cross-call requester (waits for the answers)".into());
+                src.handler_name = Some(match x.requester_dumps {
+                    true => "cross-call requester (dumps its own stack, then waits for the answers)".into(),
+                    false => "cross-call requester (waits for the answers)".into(),
+                });
                 src.continues = true;
                 i
             });
@@ -218,6 +227,9 @@ impl Component for CrossCalls {
                 spin: None,
                 asked: x.at.ps(),
                 skipped: false,
+                dump: x.requester_dumps.then(|| x.handler.ps()),
+                dumping: false,
+                dump_took: None,
             });
         }
         me
@@ -258,6 +270,16 @@ impl Component for CrossCalls {
                 return 0;
             }
             me.in_progress[kind] = Some(k);
+            if let Some(h) = me.calls[k as usize].dump {
+                // `nmi_cpu_backtrace(NULL)` before `raise()`: it signals once
+                // its own print is out (`handler_continue`).
+                let wait = me.print_free.saturating_sub(now);
+                me.print_free = now + wait + h;
+                let call = &mut me.calls[k as usize];
+                call.dumping = true;
+                call.dump_took = Some(wait + h);
+                return wait + h;
+            }
             signal(m, s, k);
             return m.parts.get().calls[k as usize].spin_more(now);
         }
@@ -292,12 +314,20 @@ impl Component for CrossCalls {
         wait + handler
     }
 
-    /// The spinning requester delayed one poll: it looks again.
+    /// The spinning requester delayed one poll: it looks again. (Or its own
+    /// dump is out: it signals, and the call's clock starts.)
     fn handler_continue<P: Has<Self>>(m: &mut Machine<P>, s: &mut Scheduler<Ev>, _c: usize, i: u32) -> Ps {
+        let now = s.now();
         let arg = m.srcs[i as usize].owner_arg;
         let me: &mut CrossCalls = m.parts.get();
         let (k, _) = me.sources[arg as usize];
-        me.calls[k as usize].spin_more(s.now())
+        let call = &mut me.calls[k as usize];
+        if call.dumping {
+            call.dumping = false;
+            call.at = now;
+            signal(m, s, k);
+        }
+        m.parts.get().calls[k as usize].spin_more(now)
     }
 
     fn report<P: Has<Self>>(m: &mut Machine<P>, r: &mut Report, now: Ps, _secs: f64) {
@@ -418,7 +448,8 @@ impl CrossCalls {
             // poll, so it ends at the first look after this.
             let wait = match (reached.len() == call.targets.len(), call.deadline) {
                 // A requester that never ran (its CPU masked throughout) or found a call of its kind in progress waited for nothing.
-                _ if call.spin_src.is_some() && (call.spin.is_none() || call.skipped) => None,
+                // (Nor one still printing its own stack, which has sent nothing yet.)
+                _ if call.spin_src.is_some() && (call.spin.is_none() || call.skipped || call.dumping) => None,
                 (true, d) => last_answer.map(|a| d.map_or(a, |d| a.min(d))),
                 (false, d) => d,
             };
@@ -427,12 +458,18 @@ impl CrossCalls {
             }
             // What the spin took of the requester's CPU (to the run's end if it
             // still spins): from when its CPU took it to the look that found
-            // every answer in, so up to a poll more than the wait.
+            // every answer in, so up to a poll more than the wait (and, with
+            // `requester_dumps`, its own dump before it).
             if let Some((start, end)) = call.spin {
                 r.metric(format!("{p}.requester_spin_ns"), (end.unwrap_or(now) - start) as f64 / 1e3);
                 // How long its CPU took to start: an IRQ entry, an idle exit, or a mask's length.
                 r.metric(format!("{p}.requester_start_ns"), (start - call.asked) as f64 / 1e3);
                 r.metric(format!("{p}.requester_skipped"), call.skipped as u8 as f64);
+            }
+            // Its own dump, part of the spin: the wait for the print lock and
+            // the print (what of it the run saw, if it ended mid-dump).
+            if let (Some(d), Some((start, end))) = (call.dump_took, call.spin) {
+                r.metric(format!("{p}.requester_dump_ns"), d.min(end.unwrap_or(now) - start) as f64 / 1e3);
             }
             if !reached.is_empty() {
                 let mut h = Latency::default();

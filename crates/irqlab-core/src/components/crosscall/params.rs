@@ -96,6 +96,17 @@ pub struct CrossCall {
     /// last answer at its next look.
     #[serde(default = "default_requester_poll")]
     pub requester_poll: Time,
+    /// The request's mask includes the requester's own CPU, as
+    /// `trigger_all_cpu_backtrace` (sysrq-l) and the buddy detector's
+    /// `trigger_allbutcpu_cpu_backtrace` have it: `nmi_trigger_cpumask_backtrace`
+    /// then dumps the requester's stack inline (`nmi_cpu_backtrace(NULL)`, a
+    /// `handler` under the print lock) before it signals anyone
+    /// (lib/nmi_backtrace.c). A backtrace's only: it needs `serial` and
+    /// `requester_spins`; `targets` still lists the CPUs it signals. The
+    /// dump costs `handler`, an upper bound: without registers the kernel
+    /// prints a header and the stack (`dump_stack`), not `show_regs`.
+    #[serde(default)]
+    pub requester_dumps: bool,
 }
 
 /// How long a spinning requester waits when the call gives no `waits`:
@@ -141,7 +152,7 @@ pub fn check(calls: &[CrossCall], ctx: &Ctx) -> Check {
             if c == x.from {
                 return err(
                     format!("{p}.targets[{j}]"),
-                    format!("cpu {c} is the requester (from), not a target: a backtrace's requester dumps its own stack inline, before it signals (nmi_cpu_backtrace(NULL), not modelled), and smp_send_stop leaves its own CPU out"),
+                    format!("cpu {c} is the requester (from), not a target: a backtrace's requester dumps its own stack inline, before it signals (for a backtrace, set requester_dumps = true), and smp_send_stop leaves its own CPU out"),
                 );
             }
             if let Some(owner) = &ctx.hosted[c as usize] {
@@ -173,6 +184,12 @@ pub fn check(calls: &[CrossCall], ctx: &Ctx) -> Check {
         }
         if x.idle_handler.is_some() && !x.serial {
             return err(format!("{p}.idle_handler"), "is a backtrace's one-line print for an idle CPU: it needs serial = true");
+        }
+        if x.requester_dumps && !(x.serial && x.requester_spins) {
+            return err(
+                format!("{p}.requester_dumps"),
+                "is a backtrace requester's own dump (nmi_cpu_backtrace(NULL)): it needs serial = true and requester_spins = true",
+            );
         }
         if x.requester_spins && x.requester_poll.ps() == 0 {
             return err(format!("{p}.requester_poll"), "must be above 0 (mdelay(1) is 1ms, udelay(1) 1us)");

@@ -388,6 +388,8 @@ fn bad_crosscalls_are_refused_at_their_key() {
         ("", vec!["requester_poll = \"0ns\""], "crosscall[0].requester_poll"),
         (vm, vec!["from = 3\ntargets = [1]"], "crosscall[0].from"),
         ("", vec!["idle_handler = \"1us\""], "crosscall[0].idle_handler"),
+        ("", vec!["requester_dumps = true"], "crosscall[0].requester_dumps"),
+        ("", vec!["requester_dumps = true\nserial = true\nrequester_spins = false"], "crosscall[0].requester_dumps"),
         (vm, vec!["targets = [1, 3]"], "crosscall[0].targets[1]"),
         (vm, vec![""], "crosscall[0].targets[2]"),
         ("", vec!["mechanisms = []"], "crosscall[0].mechanisms"),
@@ -413,6 +415,7 @@ fn bad_crosscalls_are_refused_at_their_key() {
         (pmr, vec!["mechanisms = [\"pseudo-nmi\"]"]),
         (vm, vec!["from = 3\ntargets = [1]\nrequester_spins = false"]),
         ("", vec!["idle_handler = \"1us\"\nserial = true"]),
+        ("", vec!["requester_dumps = true\nserial = true"]),
         ("", vec!["signals = 2\nsignal_interval = \"1us\""]),
         ("", vec!["mechanisms = [\"ipi\", \"sdei\"]\nsignals = 3\nsignal_interval = \"1ms\"\nwaits = [\"2001us\", \"3ms\"]"]),
         ("", vec!["mechanisms = [\"ipi\", \"sdei\"]\nsignals = 3\nsignal_interval = \"1ms\"\ntimeout = \"2001us\""]),
@@ -465,6 +468,81 @@ fn the_requester_spins_on_its_own_cpu_until_a_look_finds_every_answer() {
     assert!(!free.contains_key("crosscall.bt.requester_spin_ns"));
     assert_eq!(free["cpu0.hardirq_share"], 0.0);
     assert!((free["crosscall.bt.requester_wait_ns"] - 5e6).abs() < 1.0, "the wait is still reported");
+}
+
+/// `requester_dumps` (`trigger_all_cpu_backtrace`, sysrq-l): the requester
+/// prints its own stack under the print lock before it signals, so the
+/// answers, counted from the send, come as without it, and its spin and
+/// hardirq time grow by one print; a dump that finds another call's targets
+/// printing waits for the lock first.
+#[test]
+fn a_requester_in_its_own_mask_dumps_its_stack_before_it_signals() {
+    let go = |calls: &str| {
+        let toml = format!("name = \"d\"\nduration = \"20ms\"\n[platform]\ncpus = 6\n[cpu]\nirq_entry = \"100ns\"\n{calls}");
+        let sc = crate::load(&toml, "d.toml", &[]).expect("valid scenario");
+        let out = run(&sc, RunOptions { audit: true, ..Default::default() });
+        assert_eq!(out.audit.double_deliveries, 0);
+        out.report.metrics
+    };
+    let call = |dumps: bool| {
+        format!("[[crosscall]]\nname = \"bt\"\nat = \"10ms\"\nmechanisms = [\"ipi\"]\nhandler = \"20us\"\nserial = true\nrequester_dumps = {dumps}\n")
+    };
+    let (plain, dumps) = (go(&call(false)), go(&call(true)));
+    assert!(!plain.contains_key("crosscall.bt.requester_dump_ns"));
+    assert_eq!(dumps["crosscall.bt.requester_dump_ns"], 20_000.0);
+    for key in ["time_to_all_ns", "time_to_all_answered_ns", "requester_wait_ns", "reached", "requester_start_ns"] {
+        let key = format!("crosscall.bt.{key}");
+        assert_eq!(plain[&key], dumps[&key], "{key}");
+    }
+    // Five prints end 100.1 us after the send; the look 1 ms after it sees them.
+    assert!((plain["crosscall.bt.requester_spin_ns"] - 1e6).abs() < 1.0, "{}", plain["crosscall.bt.requester_spin_ns"]);
+    assert!((dumps["crosscall.bt.requester_spin_ns"] - 1_020_000.0).abs() < 1.0, "{}", dumps["crosscall.bt.requester_spin_ns"]);
+    let cpu0 = |m: &BTreeMap<String, f64>| m["cpu0.hardirq_share"] * 20e6;
+    assert!((cpu0(&dumps) - cpu0(&plain) - 20_000.0).abs() < 1.0, "{} {}", cpu0(&dumps), cpu0(&plain));
+
+    // CPU 1 asks at 10.01 ms while call a's four targets print (10.0001 to
+    // 10.0801 ms): its dump waits 70 us for the lock, then prints 20 us.
+    let busy = go(
+        "[[crosscall]]\nname = \"a\"\nat = \"10ms\"\nfrom = 0\ntargets = [2, 3, 4, 5]\nmechanisms = [\"ipi\"]\nhandler = \"20us\"\nserial = true\nrequester_spins = false\n\
+         [[crosscall]]\nname = \"b\"\nat = \"10010us\"\nfrom = 1\ntargets = [0]\nmechanisms = [\"ipi\"]\nhandler = \"20us\"\nserial = true\nrequester_dumps = true\n",
+    );
+    assert!((busy["crosscall.b.requester_dump_ns"] - 90_000.0).abs() < 1.0, "{}", busy["crosscall.b.requester_dump_ns"]);
+    assert_eq!(busy["crosscall.b.reached"], 1.0);
+
+    // The dump holds the lock: call a's targets, asked at 10.005 ms while CPU 0
+    // prints (10.0001 to 10.0201 ms), print after it, answering 35.1 and 55.1 us
+    // after a's request (20.1 and 40.1 us if the dump took no lock).
+    let held = go(
+        "[[crosscall]]\nname = \"b\"\nat = \"10ms\"\nfrom = 0\ntargets = [4]\nmechanisms = [\"ipi\"]\nhandler = \"20us\"\nserial = true\nrequester_dumps = true\n\
+         [[crosscall]]\nname = \"a\"\nat = \"10005us\"\nfrom = 1\ntargets = [2, 3]\nmechanisms = [\"ipi\"]\nhandler = \"20us\"\nserial = true\nrequester_spins = false\n",
+    );
+    assert!((held["crosscall.a.time_to_all_answered_ns"] - 55_100.0).abs() < 1.0, "{}", held["crosscall.a.time_to_all_answered_ns"]);
+
+    // backtrace_flag is set before the dump: a second backtrace asked during it sends nothing.
+    let flagged = go(
+        "[[crosscall]]\nname = \"a\"\nat = \"10ms\"\nfrom = 0\nmechanisms = [\"ipi\"]\nhandler = \"20us\"\nserial = true\nrequester_dumps = true\n\
+         [[crosscall]]\nname = \"b\"\nat = \"10005us\"\nfrom = 1\ntargets = [2]\nmechanisms = [\"ipi\"]\nhandler = \"20us\"\nserial = true\n",
+    );
+    assert_eq!(flagged["crosscall.b.requester_skipped"], 1.0);
+    assert_eq!(flagged["crosscall.b.reached"], 0.0);
+
+    // A run that ends mid-dump: the dump so far, within the spin, and no wait (nothing was sent).
+    let cut = go(&call(true).replace("at = \"10ms\"", "at = \"19995us\""));
+    assert!((cut["crosscall.bt.requester_dump_ns"] - cut["crosscall.bt.requester_spin_ns"]).abs() < 1e-9);
+    assert!(cut["crosscall.bt.requester_dump_ns"] < 5_000.0, "{}", cut["crosscall.bt.requester_dump_ns"]);
+    assert!(!cut.contains_key("crosscall.bt.requester_wait_ns"));
+    assert_eq!(cut["crosscall.bt.reached"], 0.0);
+}
+
+/// The next mechanism and the waits count from the send, after the dump: SDEI
+/// reaches the DAIF wedge 3 ms + one SMC + dispatch after it, and the spin
+/// (dump included) ends at the first look after that answer.
+#[test]
+fn with_a_dump_escalation_counts_from_the_send() {
+    let m = wedged("daif", "daif", r#""ipi", "sdei""#, "waits = [\"3ms\", \"2ms\"]\nserial = true\nrequester_dumps = true", "50ms");
+    assert_eq!(m["crosscall.bt.reached_by.sdei"], 1.0);
+    assert!((m["crosscall.bt.time_to_all_ns"] - 3_007_000.0).abs() < 1.0, "{}", m["crosscall.bt.time_to_all_ns"]);
+    assert!((m["crosscall.bt.requester_spin_ns"] - 4_002_000.0).abs() < 1.0, "{}", m["crosscall.bt.requester_spin_ns"]);
 }
 
 /// The spin has IRQs masked: the requester's own device interrupts wait for
