@@ -100,7 +100,7 @@ fn scenario(m: &Mix) -> String {
         // last wait, and a finite one keeps every masked section finite.
         let waits = vec!["\"300us\""; mechs.len()].join(", ");
         // A backtrace (serial prints), some with the requester's own dump first.
-        let serial = m.xcall.2 % 3 != 0;
+        let serial = !m.xcall.2.is_multiple_of(3);
         let dumps = serial && m.xcall.2 % 3 == 2;
         t += &format!(
             "[[crosscall]]\nname = \"x\"\nat = \"1ms\"\ntargets = [{}]\nmechanisms = [{}]\nwaits = [{waits}]\n\
