@@ -258,9 +258,13 @@ impl Component for CrossCalls {
         let call = &mut me.calls[k as usize];
         if xtarget == REQUESTER {
             let kind = call.serial as usize;
-            // The flag goes when the wait ends (`backtrace_flag`; a stop's
-            // `stop_in_progress` is never cleared, as a panic never returns).
-            let busy = me.in_progress[kind].is_some_and(|o| me.calls[o as usize].spin.is_some_and(|(_, end)| end.is_none()));
+            // A backtrace's flag goes when its wait ends (`clear_bit_unlock(0,
+            // &backtrace_flag)`); a stop's `stop_in_progress` is never cleared
+            // (a panic does not return), so every later stop sends nothing.
+            let busy = match call.serial {
+                true => me.in_progress[kind].is_some_and(|o| me.calls[o as usize].spin.is_some_and(|(_, end)| end.is_none())),
+                false => me.in_progress[kind].is_some(),
+            };
             let call = &mut me.calls[k as usize];
             call.at = now;
             // `test_and_set_bit(0, &backtrace_flag)` (or `stop_in_progress`) found it set.

@@ -614,16 +614,17 @@ fn the_requester_gives_up_after_10s_and_one_request_of_a_kind_runs_at_a_time() {
     assert_eq!(m["crosscall.bt.signals"], 0.0);
     assert!(!m.contains_key("crosscall.bt.requester_wait_ns"), "{m:?}");
 
-    let two = |second_from: u32| {
+    let two_of = |second_from: u32, serial: bool| {
         let toml = format!(
             "name = \"two\"\nduration = \"30ms\"\n[platform]\ncpus = 3\n\
              [[task]]\nname = \"wedge\"\ncpus = [2]\nwork = \"1us\"\nexception = \"syscall\"\nbody = \"100ms\"\nirqs_off = \"100ms\"\nirqs_off_with = \"daif\"\n\
-             [[crosscall]]\nname = \"a\"\nat = \"10ms\"\nfrom = 0\ntargets = [2]\nmechanisms = [\"ipi\"]\nwaits = [\"5ms\"]\nhandler = \"2us\"\nserial = true\n\
-             [[crosscall]]\nname = \"b\"\nat = \"12ms\"\nfrom = {second_from}\ntargets = [2]\nmechanisms = [\"ipi\"]\nwaits = [\"5ms\"]\nhandler = \"2us\"\nserial = true\n"
+             [[crosscall]]\nname = \"a\"\nat = \"10ms\"\nfrom = 0\ntargets = [2]\nmechanisms = [\"ipi\"]\nwaits = [\"5ms\"]\nhandler = \"2us\"\nserial = {serial}\n\
+             [[crosscall]]\nname = \"b\"\nat = \"12ms\"\nfrom = {second_from}\ntargets = [2]\nmechanisms = [\"ipi\"]\nwaits = [\"5ms\"]\nhandler = \"2us\"\nserial = {serial}\n"
         );
         let sc = crate::load(&toml, "two.toml", &[]).expect("valid scenario");
         run(&sc, RunOptions::default()).report.metrics
     };
+    let two = |second_from: u32| two_of(second_from, true);
     // b comes at 12 ms from CPU 1 while a spins on CPU 0 (10-15 ms): it returns at once.
     let m = two(1);
     assert_eq!((m["crosscall.a.requester_skipped"], m["crosscall.b.requester_skipped"]), (0.0, 1.0));
@@ -634,4 +635,10 @@ fn the_requester_gives_up_after_10s_and_one_request_of_a_kind_runs_at_a_time() {
     assert_eq!(m["crosscall.b.requester_skipped"], 0.0);
     assert!((m["crosscall.b.requester_start_ns"] - 3e6).abs() < 1e3, "{}", m["crosscall.b.requester_start_ns"]);
     assert!((m["crosscall.b.requester_spin_ns"] - 5e6).abs() < 1.0);
+    // Two stops: `stop_in_progress` is never cleared (a panic does not return),
+    // so b, taken once a's spin is over, still sends nothing.
+    let m = two_of(0, false);
+    assert!((m["crosscall.b.requester_start_ns"] - 3e6).abs() < 1e3, "{}", m["crosscall.b.requester_start_ns"]);
+    assert_eq!((m["crosscall.a.signals"], m["crosscall.b.signals"]), (1.0, 0.0));
+    assert_eq!(m["crosscall.b.requester_skipped"], 1.0);
 }
