@@ -517,6 +517,16 @@ fn a_requester_in_its_own_mask_dumps_its_stack_before_it_signals() {
          [[crosscall]]\nname = \"a\"\nat = \"10005us\"\nfrom = 1\ntargets = [2, 3]\nmechanisms = [\"ipi\"]\nhandler = \"20us\"\nserial = true\nrequester_spins = false\n",
     );
     assert!((held["crosscall.a.time_to_all_answered_ns"] - 55_100.0).abs() < 1.0, "{}", held["crosscall.a.time_to_all_answered_ns"]);
+    // A dump that waited holds the lock after its wait: a's two prints run to
+    // 10.0401 ms, b's dump (asked at 10.01) waits 30 us and prints to 10.0601,
+    // and c's target (asked at 10.02) prints after it, answering 60.1 us in.
+    let queued = go(
+        "[[crosscall]]\nname = \"a\"\nat = \"10ms\"\nfrom = 0\ntargets = [2, 3]\nmechanisms = [\"ipi\"]\nhandler = \"20us\"\nserial = true\nrequester_spins = false\n\
+         [[crosscall]]\nname = \"b\"\nat = \"10010us\"\nfrom = 1\ntargets = [0]\nmechanisms = [\"ipi\"]\nhandler = \"20us\"\nserial = true\nrequester_dumps = true\n\
+         [[crosscall]]\nname = \"c\"\nat = \"10020us\"\nfrom = 4\ntargets = [5]\nmechanisms = [\"ipi\"]\nhandler = \"20us\"\nserial = true\nrequester_spins = false\n",
+    );
+    assert!((queued["crosscall.b.requester_dump_ns"] - 50_000.0).abs() < 1.0, "{}", queued["crosscall.b.requester_dump_ns"]);
+    assert!((queued["crosscall.c.time_to_all_answered_ns"] - 60_100.0).abs() < 1.0, "{}", queued["crosscall.c.time_to_all_answered_ns"]);
 
     // backtrace_flag is set before the dump: a second backtrace asked during it sends nothing.
     let flagged = go(
@@ -526,8 +536,9 @@ fn a_requester_in_its_own_mask_dumps_its_stack_before_it_signals() {
     assert_eq!(flagged["crosscall.b.requester_skipped"], 1.0);
     assert_eq!(flagged["crosscall.b.reached"], 0.0);
 
-    // A run that ends mid-dump: the dump so far, within the spin, and no wait (nothing was sent).
-    let cut = go(&call(true).replace("at = \"10ms\"", "at = \"19995us\""));
+    // A run that ends mid-dump: the dump so far, within the spin, and no wait
+    // (nothing was sent; not the 5 ms deadline either).
+    let cut = go(&call(true).replace("at = \"10ms\"", "at = \"19995us\"\nwaits = [\"5ms\"]"));
     assert!((cut["crosscall.bt.requester_dump_ns"] - cut["crosscall.bt.requester_spin_ns"]).abs() < 1e-9);
     assert!(cut["crosscall.bt.requester_dump_ns"] < 5_000.0, "{}", cut["crosscall.bt.requester_dump_ns"]);
     assert!(!cut.contains_key("crosscall.bt.requester_wait_ns"));
