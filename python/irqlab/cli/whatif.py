@@ -183,8 +183,8 @@ def whatif(
         f"a backtrace of a CPU wedged for {wedge_ms:g} ms (the requester waits 10 s; sdei: the IPI first, "
         f"SDEI after {sdei_after_ms:g} ms without an answer; nmi: FEAT_NMI, which 6.12 does not support; "
         "after unmask: the handler ran once the CPU unmasked, and shows the code after the wedge; requester "
-        "spins: how long the asking CPU busy-waits, in the kernel with IRQs off from the lockup detector, which "
-        "the model reports but does not charge)"
+        "spins: how long the asking CPU busy-waits with IRQs off, in hardirq on its CPU, as the lockup detector's "
+        "and sysrq's requests do)"
     )
     _table(title, headers, rows, right, 3)
     headers = ["kernel", "wedged by", "stopped", "latency us", "by", "requester spins us"]
