@@ -36,12 +36,30 @@ pub struct CrossCalls {
     pub calls: Vec<CallState>,
     /// Per owned source (`Source::owner_arg`): its call, and its `stage * targets + target` index there.
     pub sources: Vec<(u32, u32)>,
-    /// When the print lock (`printk_cpu_sync`, one for the machine) is next free.
-    pub print_free: Ps,
+    /// The print lock (`printk_cpu_sync`, one for the machine).
+    pub print_lock: PrintLock,
     /// The call whose requester spins now, per kind (a backtrace, `serial`, and
     /// a stop): the kernel's `backtrace_flag` and `stop_in_progress`, which make
     /// a second request of the kind return at once, sending nothing.
     pub in_progress: [Option<u32>; 2],
+}
+
+/// `printk_cpu_sync`: `nmi_cpu_backtrace` prints under it, one CPU at a time.
+#[derive(Default)]
+pub struct PrintLock {
+    /// When the last print that asked so far is over.
+    free: Ps,
+}
+
+impl PrintLock {
+    /// A print that asks at `now` and lasts `print` waits for the prints that
+    /// asked before it (first come, first served; the kernel's is a cmpxchg
+    /// race) and holds the lock after them. Returns its wait.
+    fn take(&mut self, now: Ps, print: Ps) -> Ps {
+        let wait = self.free.saturating_sub(now);
+        self.free = now + wait + print;
+        wait
+    }
 }
 
 pub struct CallState {
@@ -277,8 +295,7 @@ impl Component for CrossCalls {
             if let Some(h) = me.calls[k as usize].dump {
                 // `nmi_cpu_backtrace(NULL)` before `raise()`: it signals once
                 // its own print is out (`handler_continue`).
-                let wait = me.print_free.saturating_sub(now);
-                me.print_free = now + wait + h;
+                let wait = me.print_lock.take(now, h);
                 let call = &mut me.calls[k as usize];
                 call.dumping = true;
                 call.dump_took = Some(wait + h);
@@ -300,8 +317,7 @@ impl Component for CrossCalls {
             _ => src.handler,
         };
         let (wait, answer) = if first && call.serial {
-            let wait = me.print_free.saturating_sub(now);
-            me.print_free = now + wait + handler;
+            let wait = me.print_lock.take(now, handler);
             (wait, now + wait + handler)
         } else {
             (0, now)
