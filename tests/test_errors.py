@@ -10,7 +10,7 @@ from pathlib import Path
 
 import pytest
 
-from helpers import assert_user_error, run_cli
+from helpers import assert_ok, assert_user_error, run_cli
 from irqlab import SCENARIOS_DIR
 
 UNKNOWN_KEY = """
@@ -422,3 +422,38 @@ def test_validate_names_a_bad_expect_or_variant_entry(small, tmp_path):
         f.write_text(base + extra)
         line = assert_user_error(run_cli("validate", f), *needles)
         assert "--set" not in line, line
+
+
+def test_validate_and_reproduce_find_a_metric_no_run_produces_before_running(small, tmp_path):
+    """`validate` passed a misspelt `[[expect]]` metric, and `reproduce` found it
+    only after every figure had run (minutes for the M5 ones): a 100 µs probe of
+    each run now finds it, and the wrong unit of a histogram statistic, first."""
+    base = small.read_text()
+
+    def expect(metric: str, unit: str = "") -> str:
+        return (
+            f'\n[[expect]]\nname = "a"\nmetric = "{metric}"\npublished = 1\ntolerance = 0.1\n'
+            f'unit = "{unit}"\nsource = "test"\nkind = "prediction"\n'
+        )
+
+    study = '\n[variants]\nmetrics = ["interupts_per_s"]\n[[variants.run]]\nname = "v"\nset = []\n'
+    cases = [
+        (expect("interupts_per_s"), ["expect[0].metric", "`interupts_per_s`", "not produced", "interrupts_per_s"]),
+        (expect("irq_latency.p99", "ms"), ["expect[0].unit", "`ms`", "in ns"]),
+        (study, ["variants.metrics", "`interupts_per_s`", "not produced"]),
+    ]
+    figures = tmp_path / "figures"
+    figures.mkdir()
+    for extra, needles in cases:
+        f = figures / "s.toml"
+        f.write_text(base + extra)
+        assert_user_error(run_cli("validate", f), *needles)
+        # Over the run budget (an hour simulated): the whole run would be refused
+        # for it, so an error that names the metric comes from the probe, before it.
+        f.write_text(base.replace('duration = "4ms"', 'duration = "3600s"', 1) + extra)
+        line = assert_user_error(run_cli("reproduce", "--figures", figures, "--out", tmp_path / "r"), *needles)
+        assert "limit" not in line, line
+        assert not (tmp_path / "r").exists()
+    # The metric as the run names it passes.
+    (figures / "s.toml").write_text(base + expect("interrupts_per_s"))
+    assert_ok(run_cli("validate", figures / "s.toml"))

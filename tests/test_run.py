@@ -205,6 +205,11 @@ def test_every_bundled_scenario_validates():
     assert files
     for f in files:
         irqlab.load(f)  # raises ScenarioError naming the file if not
+    # And what `irqlab validate` checks beyond: every entry's overrides, and the
+    # metrics the expectations and studies compare, from a 100 us run of each.
+    from irqlab.reproduce import prepare, probe
+
+    probe(prepare(files))
 
 
 def test_the_bundled_trace_replays_without_root() -> None:

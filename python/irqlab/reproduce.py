@@ -301,16 +301,48 @@ def studies(runs: Sequence[FigureRun]) -> list[dict[str, Any]]:
         metrics = r.scenario["variants"]["metrics"]
         plot = r.scenario["variants"].get("plot")
         study = out.setdefault(r.stem, {"scenario": r.stem, "metrics": metrics, "plot": plot, "runs": []})
-        values = {}
-        for m in metrics:
-            v = lookup(r.result, m)
-            if v is None:
-                known = ", ".join(known_values(r.result)) or "(none)"
-                raise UserError(f"{r.origin}: variants.metrics: `{m}` is not produced by this scenario; known: {known}")
-            values[m] = _finite(v)
+        values = {m: _finite(_study_value(r, m)) for m in metrics}
         group = next((v.get("group") for v in r.scenario["variants"]["run"] if v["name"] == r.variant), None)
         study["runs"].append({"name": r.variant, "group": group, "overrides": r.overrides, "values": values})
     return list(out.values())
+
+
+def _study_value(run: FigureRun, metric: str) -> float:
+    assert run.result is not None
+    v = lookup(run.result, metric)
+    if v is None:
+        known = ", ".join(known_values(run.result)) or "(none)"
+        raise UserError(f"{run.origin}: variants.metrics: `{metric}` is not produced by this scenario; known: {known}")
+    return v
+
+
+# Long enough for every metric to appear (a task's `ns_per_op` needs an
+# operation done), short enough to cost nothing beside building the machine.
+PROBE = ['duration="100us"', 'warmup="0s"']
+
+
+def probe(runs: Sequence[FigureRun]) -> None:
+    """Before any long run, each run's scenario (its overrides kept) runs for
+    100 µs of simulated time, and every metric its expectations compare and its
+    study lists must be among those it produces, in the units they give: a
+    misspelt metric then fails at once, not after minutes of simulation
+    (`validate` and `reproduce` ask). A scenario that refuses so short a window
+    (an event it places later) is checked once it has run, as before."""
+    stop = _core.StopFlag()
+    for r in runs:
+        try:
+            raw, _ = _core.run(r.text, r.origin, [*r.overrides, *PROBE], r.seed, False, stop, True)
+        except _core.ScenarioError:
+            continue
+        p = replace(r, result=json.loads(raw))
+        for exp in r.expects:
+            i = r.scenario["expect"].index(exp)
+            _value(p, exp["metric"], i)
+            if exp.get("relative_to") is None:
+                _check_unit(p, exp["metric"], exp, i)
+        if r.variant is not None:
+            for m in r.scenario["variants"]["metrics"]:
+                _study_value(p, m)
 
 
 def counts(rows: Sequence[dict[str, Any]]) -> dict[str, int]:

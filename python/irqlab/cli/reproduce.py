@@ -44,6 +44,7 @@ def reproduce(
     # A missing bundled folder just means no figures yet; a folder the user named must exist.
     files = [] if figures is None and not figdir.is_dir() and not only else repro.figure_files(figdir, only)
     runs = repro.prepare(files)
+    repro.probe(runs)
     plans = repro.sensitivity_plans(runs)
     # One pool and one bar for figures and the M5 sensitivity runs: the bar
     # counts every run, and sensitivity runs fill workers the figures leave idle.

@@ -183,17 +183,19 @@ def _run_and_show(
 @app.command()
 @user_errors
 def validate(scenario: ScenarioArg, set_: SetOpt = None) -> None:
-    """Check a scenario (and overrides) without running it, with the run budget `run` applies."""
+    """Check a scenario (and overrides) with the run budget `run` applies, and the metrics its
+    `[[expect]]` entries and study compare, from a 100 µs run (not the whole run)."""
     text, origin = read_scenario(scenario)
     overrides = check_overrides(set_)
     scen = json.loads(_core.load(text, origin, overrides))
     # What `run` would refuse, `validate` refuses too: the run budget.
     _core.check_budget(text, origin, overrides)
     # And what `run --variant` and `reproduce` would: each [[expect]] and
-    # [[variants.run]] entry's overrides, named by their entry.
-    from ..reproduce import prepare
+    # [[variants.run]] entry's overrides, named by their entry, and the
+    # metrics they compare (a 100 µs run of each).
+    from ..reproduce import prepare, probe
 
-    prepare([scenario])
+    probe(prepare([scenario]))
     n = len(scen.get("expect", []))
     v = len((scen.get("variants") or {}).get("run", []))
     ok = f"OK {origin}: scenario {scen.get('name')!r}, {n} expectation(s), {v} variant(s)"
