@@ -1,12 +1,14 @@
 //! Device DMA through its remapping unit's shared path (`fabric::DmaPath`): a write is
 //! queued behind the one in service, and when it lands its owner is told
 //! (`Component::dma_landed`); an MSI on the path reaches the interrupt
-//! controller after the fabric's latency.
+//! controller after the fabric's latency (a posted one is posted at the
+//! remapping unit, and its notification takes that latency).
 
 use crate::engine::time::Ps;
 use crate::engine::Scheduler;
 use crate::platform::fabric::{DmaFor, Write};
 use crate::platform::machine::{Ev, Machine, Parts};
+use crate::platform::source::NO_OWNER;
 
 impl<P: Parts> Machine<P> {
     /// A device DMA write on its `link` (`add_link`): through its remapping
@@ -39,7 +41,9 @@ impl<P: Parts> Machine<P> {
         match w {
             Write::Dma(to) => P::dma_landed(self, s, to.owner, to.arg),
             Write::Msi(i) => {
-                let latency = self.fabric.latency();
+                // A posted vector's message ends at the remapping unit: it sets the
+                // PIR bit there, and only the notification travels on to the CPU.
+                let latency = if self.srcs[i as usize].poster == NO_OWNER { self.fabric.latency() } else { 0 };
                 if latency == 0 {
                     let (raised, flow) = self.srcs[i as usize].in_fabric.pop_front().expect("the MSI's write");
                     self.arrive(s, i, raised, flow);

@@ -57,7 +57,11 @@ impl<P: Parts> Machine<P> {
             }
             return;
         }
-        let at = self.fabric.submit(now);
+        let mut at = self.fabric.submit(now);
+        if self.srcs[i as usize].poster != crate::platform::source::NO_OWNER {
+            // Posted at the remapping unit (the PIR bit): the notification takes the latency.
+            at -= self.fabric.latency();
+        }
         if at == now {
             self.arrive(s, i, now, flow);
         } else {
