@@ -58,7 +58,7 @@ impl<P: Parts> Machine<P> {
             return;
         }
         let mut at = self.fabric.submit(now);
-        if self.srcs[i as usize].poster != crate::platform::source::NO_OWNER {
+        if at != now && self.srcs[i as usize].poster != crate::platform::source::NO_OWNER {
             // Posted at the remapping unit (the PIR bit): the notification takes the latency.
             at -= self.fabric.latency();
         }
