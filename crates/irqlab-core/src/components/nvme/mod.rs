@@ -13,7 +13,8 @@
 //! I/O, as thread work (`Machine::thread_work`): the CPU can saturate, and a
 //! CPU busy in hardirq delays submissions. A polled queue (`moderation.kind =
 //! "polling"`, `io_uring` IOPOLL on a poll queue) has no interrupt: the thread
-//! polls the CQ (`poll` per pass) and reaps in process context. An I/O's
+//! polls the CQ (`poll` per pass) and reaps in process context; the polling
+//! jobs of one CPU take turns (`PollTurns`), each with a CQ of its own. An I/O's
 //! latency runs from its submission to its job's reaping, as fio's clat does:
 //! when the job's thread starts the work for the batch `nvme_irq` reaped
 //! (its `io_getevents` returns), or the poll pass that finds it; with no
@@ -52,6 +53,8 @@ crate::part_events! {
         DiskDone,
         /// A CQ's aggregation time expired (the argument is the CQ).
         CqTimer,
+        /// The running polling job's slice on a CPU is over (the argument is the CPU).
+        PollTurn,
     }
 }
 
@@ -70,6 +73,19 @@ pub struct Nvme {
     free_slots: Vec<u32>,
     /// Completions at the previous sample (the `iops` series is its difference).
     last_completed: u64,
+    /// Per CPU, the polling jobs that take turns there (empty where fewer than two).
+    turns: Vec<PollTurns>,
+}
+
+/// The polling jobs of one CPU: one spins and resubmits at a time, for its
+/// slice, then the next (`need_resched()` ends `io_iopoll_check`'s loop).
+/// Each job has a completion queue of its own in the model (its share of the
+/// CPU's poll queue), so the I/Os it waits for are that queue's.
+#[derive(Default)]
+struct PollTurns {
+    jobs: Vec<u32>,
+    active: usize,
+    slice: Ps,
 }
 
 /// How long one `nvme_irq` may run before the report warns: a handler that
@@ -175,6 +191,8 @@ pub struct NvmeGroup {
     /// The switch to a woken job's thread, and how many there were.
     pub wake: Ps,
     pub wakes: u64,
+    /// Polling jobs' turns begun (`PollTurns`).
+    pub turns: u64,
     pub resubmit: Ps,
     pub completed: u64,
     /// Completions `nvme_irq` reaped on a later pass of its loop: they landed
@@ -215,6 +233,7 @@ impl Component for Nvme {
                 submit: n.submit.ps(),
                 wake: n.wake.ps(),
                 wakes: 0,
+                turns: 0,
                 resubmit: n.fio.resubmit.ps(),
                 completed: 0,
                 loop_reaped: 0,
@@ -226,11 +245,29 @@ impl Component for Nvme {
                 let first_cq = me.cqs.len() as u32;
                 let link = m.add_link();
                 let path = sc.platform.path(n.socket, n.iommu_of(k));
-                for q in 0..n.queues {
-                    let v = k * n.queues + q;
-                    let cpu = n.cpus[(v as usize) % n.cpus.len()];
+                // Polling jobs that take turns on their CPU keep a queue each
+                // (`PollTurns`); otherwise a queue is the disk's, shared by its jobs.
+                let polled = n.moderation.kind == ModerationKind::Polling;
+                let per_job = polled && n.poll_slice(sc.platform.cpus) > 0;
+                // A job is one thread, and blk-mq maps a thread's CPU to one queue
+                // (`blk_mq_map_queues`): all of a job's I/Os use the queue of its CPU,
+                // jobs round-robin over the disk's queues, so its resubmissions are
+                // that CPU's thread work, one after another. (Until 2026-11-26 the
+                // I/Os were spread one by one: one job at iodepth 256 resubmitted from
+                // eight CPUs at once, and only jobs × iodepth mattered.)
+                // The round-robin carries on across disks: restarting at queue 0
+                // piled the remainder jobs of every disk on the same CPUs (a review:
+                // 200 jobs on 8 disks of 8 queues put 8 on CPUs 0, 8, 16, 24 and 6 on the rest).
+                let queue_of = |j: u32| (k * n.fio.jobs + j) % n.queues;
+                let cpu_of = |q: u32| n.cpus[((k * n.queues + q) as usize) % n.cpus.len()];
+                let made: Vec<(String, u32)> = if per_job {
+                    (0..n.fio.jobs).map(|j| (format!("{}.{k}.q{}.j{j}", n.name, queue_of(j)), cpu_of(queue_of(j)))).collect()
+                } else {
+                    (0..n.queues).map(|q| (format!("{}.{k}.q{q}", n.name), cpu_of(q))).collect()
+                };
+                for (name, cpu) in made {
                     let cqi = me.cqs.len() as u32;
-                    let src = m.add_vector(format!("{}.{k}.q{q}", n.name), group, cpu, path, n.moderation.gsim && gsim, P::ID, cqi);
+                    let src = m.add_vector(name, group, cpu, path, n.moderation.gsim && gsim, P::ID, cqi);
                     m.srcs[src as usize].link = link;
                     // `nvme_irq` loops while entries are pending (`handler_continue`).
                     m.srcs[src as usize].continues = true;
@@ -246,7 +283,7 @@ impl Component for Nvme {
                         modq: QueueMod::new(&n.moderation),
                         is: false,
                         cpu,
-                        polled: n.moderation.kind == ModerationKind::Polling,
+                        polled,
                         polling: false,
                         submitting: VecDeque::new(),
                         unseen: VecDeque::new(),
@@ -254,24 +291,24 @@ impl Component for Nvme {
                         jobs: 0,
                     });
                 }
-                // A job is one thread, and blk-mq maps a thread's CPU to one queue
-                // (`blk_mq_map_queues`): all of a job's I/Os use the queue of its CPU,
-                // jobs round-robin over the disk's queues, so its resubmissions are
-                // that CPU's thread work, one after another. (Until 2026-11-26 the
-                // I/Os were spread one by one: one job at iodepth 256 resubmitted from
-                // eight CPUs at once, and only jobs × iodepth mattered.)
                 // Each queue admits up to its depth.
                 m.audit.ios_owned += n.fio.jobs as u64 * n.fio.iodepth as u64;
                 for j in 0..n.fio.jobs {
-                    // The round-robin carries on across disks: restarting at queue 0
-                    // piled the remainder jobs of every disk on the same CPUs (a review:
-                    // 200 jobs on 8 disks of 8 queues put 8 on CPUs 0, 8, 16, 24 and 6 on the rest).
-                    let cq = &mut me.cqs[(first_cq + (k * n.fio.jobs + j) % n.queues) as usize];
+                    let q = first_cq + if per_job { j } else { queue_of(j) };
+                    let cq = &mut me.cqs[q as usize];
                     cq.jobs += 1;
                     cq.backlog.extend(std::iter::repeat_n(0, n.fio.iodepth as usize));
                     // An IOPOLL job spins on its CPU between completions.
-                    if cq.polled {
+                    if polled {
                         m.cpus[cq.cpu as usize].spins = true;
+                    }
+                    if per_job {
+                        let c = cq.cpu as usize;
+                        if me.turns.len() <= c {
+                            me.turns.resize_with(c + 1, PollTurns::default);
+                        }
+                        me.turns[c].jobs.push(q);
+                        me.turns[c].slice = n.poll_slice(sc.platform.cpus);
                     }
                 }
                 let (channels, service) = match n.latency {
@@ -321,12 +358,25 @@ impl Component for Nvme {
         for d in 0..m.parts.get_ref().disks.len() {
             disk_kick(m, s, d as u32);
         }
+        // CPUs do not switch in step: each starts with another of its jobs and
+        // its first turn ends at another point of the slice (spread evenly, an
+        // assumption), so the jobs spinning at once are not every CPU's first.
+        let me = m.parts.get();
+        let n = me.turns.len() as u64;
+        for (c, t) in me.turns.iter_mut().enumerate() {
+            t.jobs.sort_unstable();
+            if t.jobs.len() > 1 {
+                t.active = c % t.jobs.len();
+                s.at(s.now() + t.slice * (c as u64 + 1) / n, P::ev(NvmeEv::PollTurn, c as u32));
+            }
+        }
     }
 
     fn handle<P: Has<Self>>(m: &mut Machine<P>, s: &mut Scheduler<Ev>, ev: NvmeEv, arg: u32) {
         match ev {
             NvmeEv::DiskDone => disk_done(m, s, arg),
             NvmeEv::CqTimer => cq_timer(m, s, arg),
+            NvmeEv::PollTurn => poll_turn(m, s, arg as usize),
         }
     }
 
@@ -447,6 +497,7 @@ impl Component for Nvme {
         for g in &mut me.groups {
             g.completed = 0;
             g.wakes = 0;
+            g.turns = 0;
             g.loop_reaped = 0;
             g.latency.reset();
         }
@@ -461,6 +512,7 @@ impl Component for Nvme {
             if g.wake > 0 {
                 r.metric(format!("{p}.wakes_per_s"), g.wakes as f64 / secs);
             }
+            r.metric(format!("{p}.poll_turns_per_s"), g.turns as f64 / secs);
             if g.longest_irq >= LOOP_WARN {
                 r.warn(format!(
                     "nvme {}: one nvme_irq ran {:.1} ms, reaping what kept landing, and held its CPU in hardirq \
@@ -633,17 +685,45 @@ fn cq_timer<P: Has<Nvme>>(m: &mut Machine<P>, s: &mut Scheduler<Ev>, q: u32) {
     }
 }
 
-/// A polled CQ has entries: queue a pass of the job's poll loop on its CPU.
+/// A polled CQ has entries: queue a pass of the job's poll loop on its CPU,
+/// if the job is the one spinning there (else its entries wait for its turn).
 fn poll_soon<P: Has<Nvme>>(m: &mut Machine<P>, s: &mut Scheduler<Ev>, q: u32) {
     let me = m.parts.get();
     let cq = &mut me.cqs[q as usize];
     if cq.polling {
         return;
     }
+    if let Some(t) = me.turns.get(cq.cpu as usize) {
+        if t.jobs.len() > 1 && t.jobs[t.active] != q {
+            return;
+        }
+    }
     cq.polling = true;
     let (cpu, g) = (cq.cpu, me.disks[cq.disk as usize].group);
     let pass = me.groups[g as usize].poll;
     m.thread_work(s, cpu as usize, P::ID, q | POLL, pass);
+}
+
+/// The slice of CPU `c`'s running polling job is over: the scheduler switches
+/// to the next (`wake`, the switch to its thread), which polls at once: what
+/// completed for it meanwhile, done in the block layer (`iopoll_completed`),
+/// is reaped and resubmitted now, and fio's latency of it ends here.
+fn poll_turn<P: Has<Nvme>>(m: &mut Machine<P>, s: &mut Scheduler<Ev>, c: usize) {
+    let me = m.parts.get();
+    let t = &mut me.turns[c];
+    t.active = (t.active + 1) % t.jobs.len();
+    let (q, slice) = (t.jobs[t.active], t.slice);
+    s.at(s.now() + slice, P::ev(NvmeEv::PollTurn, c as u32));
+    let cq = &me.cqs[q as usize];
+    let grp = &mut me.groups[me.disks[cq.disk as usize].group as usize];
+    grp.turns += 1;
+    let (wake, waiting) = (grp.wake, !cq.posted.is_empty());
+    if wake > 0 {
+        m.thread_work(s, c, P::ID, q | WAKE, wake);
+    }
+    if waiting {
+        poll_soon(m, s, q);
+    }
 }
 
 /// Reaps every posted entry of CQ `q` on CPU `c` (in `nvme_irq`, or a poll

@@ -96,6 +96,15 @@ pub struct Nvme {
     /// (`blk_hctx_poll` → `nvme_poll`, CQ doorbell), in the job's thread.
     #[serde(default = "d_poll")]
     pub poll: Time,
+    /// Polled queues: the polling jobs on one CPU take turns of this length.
+    /// A job spins in `io_uring_enter` until `need_resched()` (`io_iopoll_check`,
+    /// `blk_hctx_poll`), so one job at a time polls and resubmits on its CPU,
+    /// and another job's completed I/Os wait for its turn. Default: EEVDF's
+    /// slice, `sysctl_sched_base_slice` 0.7 ms × (1 + ilog2(min(CPUs, 8)))
+    /// (kernel/sched/fair.c, `get_update_sysctl_factor`), 2.8 ms from 8 CPUs
+    /// on. `"0s"`: no turns, every job served at once (the model until 2026-11-28).
+    #[serde(default)]
+    pub poll_slice: Option<Time>,
     /// Hardirq cost per completion entry reaped (`nvme_handle_cqe`,
     /// `blk_mq_complete_request`, waking the job); in the job's thread when polled.
     #[serde(default)]
@@ -161,6 +170,16 @@ fn d_credits() -> u32 {
     8
 }
 
+impl Nvme {
+    /// The polling jobs' turn on a CPU (`poll_slice`, or EEVDF's slice on `cpus` CPUs).
+    pub fn poll_slice(&self, cpus: u32) -> crate::engine::time::Ps {
+        match self.poll_slice {
+            Some(t) => t.ps(),
+            None => 700 * crate::engine::time::PS_PER_US * (1 + cpus.clamp(1, 8).ilog2() as u64),
+        }
+    }
+}
+
 fn d_poll() -> Time {
     Time(100 * crate::engine::time::PS_PER_NS)
 }
@@ -200,6 +219,15 @@ pub fn check(list: &[Nvme], ctx: &Ctx, names: &mut HashSet<String>) -> Check {
         }
         if n.iops.0 <= 0.0 {
             return err(format!("{p}.iops"), "must be above 0");
+        }
+        // A turn is an event on each CPU: a slice of a few ns would flood the run.
+        if let Some(t) = n.poll_slice {
+            if t.ps() != 0 && t.ps() < 10 * crate::engine::time::PS_PER_US {
+                return err(
+                    format!("{p}.poll_slice"),
+                    format!("{t}: expected \"0s\" (no turns) or at least 10us (the kernel's slices are 0.1 ms and more)"),
+                );
+            }
         }
         if let Some(l) = n.latency {
             if n.channels.is_some() {

@@ -197,6 +197,7 @@ fn bad_service_parameters_are_refused_with_their_key() {
         (vec!["nvme.0.service_min=\"80us\""], "nvme[0].service_min"),
         (vec!["nvme.0.wake=\"1us\"", "nvme.0.submit=\"0ns\""], "nvme[0].wake"),
         (vec!["nvme.0.fio.jobs=5000"], "nvme[0].fio.jobs"),
+        (vec!["nvme.0.poll_slice=\"1ns\""], "nvme[0].poll_slice"),
     ] {
         let sets: Vec<String> = sets.iter().map(|s| s.to_string()).collect();
         let e = load(DISK, "nvme.toml", &sets).unwrap_err();
@@ -396,4 +397,35 @@ fn fetch_slots_move_the_wait_from_the_dies_into_the_submission_queues() {
         assert!((in_flight / 256.0 - 1.0).abs() < 0.05, "Little's law: {in_flight} I/Os in flight, 256 submitted");
     }
     assert_eq!(unlimited.report.metrics["nvme.ssd.iops"], ia, "a limit above what is in flight changes nothing");
+}
+
+/// Polling jobs on one CPU take turns (`poll_slice`): a job spins in
+/// `io_uring_enter` until `need_resched()`, so only one polls and resubmits at
+/// a time, and the other's completed I/Os wait for its turn. Two jobs of 4 I/Os
+/// on CPU 0 with 1 ms turns: one job's 4 I/Os in flight at a time (half the
+/// IOPS of both served at once), a turn a millisecond, and a tail of the wait
+/// for a turn. (Until 2026-11-28 every polling job was served at once.)
+#[test]
+fn polling_jobs_on_one_cpu_take_turns() {
+    let base = [
+        "nvme.0.moderation.kind=polling",
+        "nvme.0.queues=1",
+        "nvme.0.cpus=[0]",
+        "nvme.0.fio.jobs=2",
+        "nvme.0.fio.iodepth=4",
+        "nvme.0.service_cv=0",
+    ];
+    let turns = go(DISK, &[&base[..], &["nvme.0.poll_slice=\"1ms\""]].concat());
+    let once = go(DISK, &[&base[..], &["nvme.0.poll_slice=\"0s\""]].concat());
+    let (t, o) = (&turns.report, &once.report);
+    let per_s = t.metrics["nvme.ssd.poll_turns_per_s"];
+    assert!((per_s - 1000.0).abs() < 50.0, "{per_s} turns/s");
+    assert_eq!(o.metrics["nvme.ssd.poll_turns_per_s"], 0.0);
+    let (ti, oi) = (t.metrics["nvme.ssd.iops"], o.metrics["nvme.ssd.iops"]);
+    assert!(ti < 0.6 * oi && ti > 0.4 * oi, "IOPS with turns {ti}, at once {oi}");
+    let (tp, op) = (t.histograms["nvme.ssd.latency"].p99, o.histograms["nvme.ssd.latency"].p99);
+    assert!(tp > 500_000.0 && op < 200_000.0, "p99 {tp} ns with turns, {op} ns at once");
+    // One job a CPU has nothing to take turns with.
+    let alone = go(DISK, &["nvme.0.moderation.kind=polling", "nvme.0.fio.iodepth=4"]);
+    assert_eq!(alone.report.metrics["nvme.ssd.poll_turns_per_s"], 0.0);
 }
