@@ -73,7 +73,7 @@ pub struct Nvme {
     free_slots: Vec<u32>,
     /// Completions at the previous sample (the `iops` series is its difference).
     last_completed: u64,
-    /// Per CPU, the polling jobs that take turns there (empty where fewer than two).
+    /// Per CPU, the polling jobs that take turns there (turns are taken where two or more).
     turns: Vec<PollTurns>,
 }
 
@@ -83,9 +83,9 @@ pub struct Nvme {
 /// CPU's poll queue), so the I/Os it waits for are that queue's.
 #[derive(Default)]
 struct PollTurns {
-    jobs: Vec<u32>,
+    /// Each job's CQ and slice (its group's `poll_slice`), and the one spinning.
+    jobs: Vec<(u32, Ps)>,
     active: usize,
-    slice: Ps,
 }
 
 /// How long one `nvme_irq` may run before the report warns: a handler that
@@ -168,6 +168,8 @@ pub struct Cq {
     /// The CPU whose job threads reap and resubmit (the vector's target).
     pub cpu: u32,
     pub polled: bool,
+    /// A polling job's own CQ, which polls only in its job's turn (`PollTurns`).
+    pub takes_turns: bool,
     /// A poll pass is queued or running.
     pub polling: bool,
     /// When the running `nvme_irq` made its first pass.
@@ -191,8 +193,9 @@ pub struct NvmeGroup {
     /// The switch to a woken job's thread, and how many there were.
     pub wake: Ps,
     pub wakes: u64,
-    /// Polling jobs' turns begun (`PollTurns`).
+    /// Polling jobs' turns begun (`PollTurns`), for a polled group.
     pub turns: u64,
+    pub polled: bool,
     pub resubmit: Ps,
     pub completed: u64,
     /// Completions `nvme_irq` reaped on a later pass of its loop: they landed
@@ -234,6 +237,7 @@ impl Component for Nvme {
                 wake: n.wake.ps(),
                 wakes: 0,
                 turns: 0,
+                polled: n.moderation.kind == ModerationKind::Polling,
                 resubmit: n.fio.resubmit.ps(),
                 completed: 0,
                 loop_reaped: 0,
@@ -267,7 +271,8 @@ impl Component for Nvme {
                 };
                 for (name, cpu) in made {
                     let cqi = me.cqs.len() as u32;
-                    let src = m.add_vector(name, group, cpu, path, n.moderation.gsim && gsim, P::ID, cqi);
+                    // A polled queue's vector never fires: GSIM has nothing of it to moderate.
+                    let src = m.add_vector(name, group, cpu, path, n.moderation.gsim && gsim && !polled, P::ID, cqi);
                     m.srcs[src as usize].link = link;
                     // `nvme_irq` loops while entries are pending (`handler_continue`).
                     m.srcs[src as usize].continues = true;
@@ -284,6 +289,7 @@ impl Component for Nvme {
                         is: false,
                         cpu,
                         polled,
+                        takes_turns: per_job,
                         polling: false,
                         submitting: VecDeque::new(),
                         unseen: VecDeque::new(),
@@ -307,8 +313,7 @@ impl Component for Nvme {
                         if me.turns.len() <= c {
                             me.turns.resize_with(c + 1, PollTurns::default);
                         }
-                        me.turns[c].jobs.push(q);
-                        me.turns[c].slice = n.poll_slice(sc.platform.cpus);
+                        me.turns[c].jobs.push((q, n.poll_slice(sc.platform.cpus)));
                     }
                 }
                 let (channels, service) = match n.latency {
@@ -367,7 +372,7 @@ impl Component for Nvme {
             t.jobs.sort_unstable();
             if t.jobs.len() > 1 {
                 t.active = c % t.jobs.len();
-                s.at(s.now() + t.slice * (c as u64 + 1) / n, P::ev(NvmeEv::PollTurn, c as u32));
+                s.at(s.now() + t.jobs[t.active].1 / n * (c as u64 + 1), P::ev(NvmeEv::PollTurn, c as u32));
             }
         }
     }
@@ -512,7 +517,9 @@ impl Component for Nvme {
             if g.wake > 0 {
                 r.metric(format!("{p}.wakes_per_s"), g.wakes as f64 / secs);
             }
-            r.metric(format!("{p}.poll_turns_per_s"), g.turns as f64 / secs);
+            if g.polled {
+                r.metric(format!("{p}.poll_turns_per_s"), g.turns as f64 / secs);
+            }
             if g.longest_irq >= LOOP_WARN {
                 r.warn(format!(
                     "nvme {}: one nvme_irq ran {:.1} ms, reaping what kept landing, and held its CPU in hardirq \
@@ -693,8 +700,9 @@ fn poll_soon<P: Has<Nvme>>(m: &mut Machine<P>, s: &mut Scheduler<Ev>, q: u32) {
     if cq.polling {
         return;
     }
-    if let Some(t) = me.turns.get(cq.cpu as usize) {
-        if t.jobs.len() > 1 && t.jobs[t.active] != q {
+    if cq.takes_turns {
+        let t = &me.turns[cq.cpu as usize];
+        if t.jobs.len() > 1 && t.jobs[t.active].0 != q {
             return;
         }
     }
@@ -712,7 +720,7 @@ fn poll_turn<P: Has<Nvme>>(m: &mut Machine<P>, s: &mut Scheduler<Ev>, c: usize) 
     let me = m.parts.get();
     let t = &mut me.turns[c];
     t.active = (t.active + 1) % t.jobs.len();
-    let (q, slice) = (t.jobs[t.active], t.slice);
+    let (q, slice) = t.jobs[t.active];
     s.at(s.now() + slice, P::ev(NvmeEv::PollTurn, c as u32));
     let cq = &me.cqs[q as usize];
     let grp = &mut me.groups[me.disks[cq.disk as usize].group as usize];

@@ -198,6 +198,7 @@ fn bad_service_parameters_are_refused_with_their_key() {
         (vec!["nvme.0.wake=\"1us\"", "nvme.0.submit=\"0ns\""], "nvme[0].wake"),
         (vec!["nvme.0.fio.jobs=5000"], "nvme[0].fio.jobs"),
         (vec!["nvme.0.poll_slice=\"1ns\""], "nvme[0].poll_slice"),
+        (vec!["nvme.0.poll_slice=\"1s\""], "nvme[0].poll_slice"),
     ] {
         let sets: Vec<String> = sets.iter().map(|s| s.to_string()).collect();
         let e = load(DISK, "nvme.toml", &sets).unwrap_err();
@@ -428,4 +429,39 @@ fn polling_jobs_on_one_cpu_take_turns() {
     // One job a CPU has nothing to take turns with.
     let alone = go(DISK, &["nvme.0.moderation.kind=polling", "nvme.0.fio.iodepth=4"]);
     assert_eq!(alone.report.metrics["nvme.ssd.poll_turns_per_s"], 0.0);
+}
+
+/// Two polled groups on one CPU: each job's turn lasts its own group's slice,
+/// and a group that takes no turns (`poll_slice = "0s"`) is still polled
+/// beside one that does. (A review: the second group completed nothing, and
+/// both took the slice of the group built last.)
+#[test]
+fn polled_groups_sharing_a_cpu_keep_their_own_slices() {
+    let section = &DISK[DISK.find("[[nvme]]").unwrap()..];
+    let t = format!("{}{}", DISK.replace("name = \"ssd\"", "name = \"a\""), section.replace("name = \"ssd\"", "name = \"b\""));
+    let common = |g: usize| {
+        [
+            format!("nvme.{g}.moderation.kind=polling"),
+            format!("nvme.{g}.queues=1"),
+            format!("nvme.{g}.cpus=[0]"),
+            format!("nvme.{g}.fio.jobs=2"),
+            format!("nvme.{g}.fio.iodepth=4"),
+        ]
+    };
+    let mut sets: Vec<String> = common(0).into_iter().chain(common(1)).collect();
+    sets.push("nvme.0.poll_slice=\"1ms\"".into());
+    let out = go(&t, &[sets.iter().map(String::as_str).collect::<Vec<_>>(), vec!["nvme.1.poll_slice=\"4ms\""]].concat());
+    let m = &out.report.metrics;
+    // Four jobs in a cycle of 1 + 1 + 4 + 4 ms: two turns of each group per 10 ms.
+    let (a, b) = (m["nvme.a.poll_turns_per_s"], m["nvme.b.poll_turns_per_s"]);
+    assert!((a - 200.0).abs() < 30.0 && (b - 200.0).abs() < 30.0, "turns/s: a {a}, b {b}");
+    let none = go(&t, &[sets.iter().map(String::as_str).collect::<Vec<_>>(), vec!["nvme.1.poll_slice=\"0s\""]].concat());
+    let m = &none.report.metrics;
+    assert!(
+        m["nvme.b.iops"] > 0.5 * m["nvme.a.iops"],
+        "a group without turns is polled: b {} IOPS, a {}",
+        m["nvme.b.iops"],
+        m["nvme.a.iops"]
+    );
+    assert!(!m.contains_key("nvme.b.poll_turns_per_s") || m["nvme.b.poll_turns_per_s"] == 0.0);
 }
