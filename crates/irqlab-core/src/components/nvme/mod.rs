@@ -252,7 +252,8 @@ impl Component for Nvme {
                 // Polling jobs that take turns on their CPU keep a queue each
                 // (`PollTurns`); otherwise a queue is the disk's, shared by its jobs.
                 let polled = n.moderation.kind == ModerationKind::Polling;
-                let per_job = polled && n.poll_slice(sc.platform.cpus) > 0;
+                let slice = n.poll_slice(sc.platform.cpus);
+                let per_job = polled && slice > 0;
                 // A job is one thread, and blk-mq maps a thread's CPU to one queue
                 // (`blk_mq_map_queues`): all of a job's I/Os use the queue of its CPU,
                 // jobs round-robin over the disk's queues, so its resubmissions are
@@ -313,7 +314,7 @@ impl Component for Nvme {
                         if me.turns.len() <= c {
                             me.turns.resize_with(c + 1, PollTurns::default);
                         }
-                        me.turns[c].jobs.push((q, n.poll_slice(sc.platform.cpus)));
+                        me.turns[c].jobs.push((q, slice));
                     }
                 }
                 let (channels, service) = match n.latency {
