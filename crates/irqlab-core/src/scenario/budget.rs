@@ -82,8 +82,16 @@ pub fn estimate(sc: &Scenario, trace: bool) -> Estimate {
         let disks = d.count as f64;
         // Every job's I/Os have state from the start, whether or not the queues admit them.
         let inflight = d.fio.jobs as f64 * d.fio.iodepth as f64;
-        let memory = disks * (inflight * BYTES_PER_PENDING + d.queues as f64 * BYTES_PER_SOURCE);
+        // Polling jobs that take turns have a queue (and vector) each.
+        let turns = d.turns(sc.platform.cpus);
+        let queues = if turns.is_some() { d.fio.jobs } else { d.queues } as f64;
+        let memory = disks * (inflight * BYTES_PER_PENDING + queues * BYTES_PER_SOURCE);
         e.add(&format!("nvme.{i}.iops"), disks * d.iops.0 * secs * EVENTS_PER_IO, &format!("nvme.{i}.fio"), memory);
+        if let Some(slice) = turns {
+            // A turn, its switch and its poll on each CPU with polling jobs.
+            let cpus = (d.cpus.len() as f64).min(disks * d.fio.jobs as f64);
+            e.add(&format!("nvme.{i}.poll_slice"), cpus * sc.duration.ps() as f64 / slice as f64 * 3.0, "", 0.0);
+        }
     }
     for (i, n) in sc.nic.iter().enumerate() {
         let (bytes, share) = n.packets.iter().fold((0.0, 0.0), |(b, w), &(size, s)| (b + size as f64 * s, w + s));
@@ -222,6 +230,23 @@ iops = "1M"
 fio = { jobs = 4096, iodepth = 65535 }
 "#);
         assert_eq!(check(&fio, false, MAX_EVENTS, 8e9).unwrap_err().0, "nvme.0.fio");
+        // Polling jobs taking 10 us turns on 64 CPUs for an hour: 7e10 turns' events, few I/Os.
+        let turns = sc(r#"
+name = "turns"
+duration = "3600s"
+[platform]
+cpus = 64
+[[nvme]]
+name = "ssd"
+cpus = [0, 1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12, 13, 14, 15, 16, 17, 18, 19, 20, 21, 22, 23, 24, 25, 26, 27, 28, 29, 30, 31, 32, 33, 34, 35, 36, 37, 38, 39, 40, 41, 42, 43, 44, 45, 46, 47, 48, 49, 50, 51, 52, 53, 54, 55, 56, 57, 58, 59, 60, 61, 62, 63]
+queues = 64
+iops = "1k"
+latency = "1ms"
+moderation = { kind = "polling" }
+poll_slice = "10us"
+fio = { jobs = 128, iodepth = 1 }
+"#);
+        assert_eq!(check(&turns, false, MAX_EVENTS, 8e9).unwrap_err().0, "nvme.0.poll_slice");
         // A requester that looks every ps for 10 s: 10^13 looks.
         let spin = sc("name = \"c\"\nduration = \"20s\"\n[platform]\ncpus = 2\n[[crosscall]]\nname = \"bt\"\nat = \"1ms\"\n\
                        mechanisms = [\"ipi\"]\nwaits = [\"10s\"]\nhandler = \"1us\"\nrequester_poll = \"1ps\"\n");

@@ -252,8 +252,8 @@ impl Component for Nvme {
                 // Polling jobs that take turns on their CPU keep a queue each
                 // (`PollTurns`); otherwise a queue is the disk's, shared by its jobs.
                 let polled = n.moderation.kind == ModerationKind::Polling;
-                let slice = n.poll_slice(sc.platform.cpus);
-                let per_job = polled && slice > 0;
+                let turns = n.turns(sc.platform.cpus);
+                let per_job = turns.is_some();
                 // A job is one thread, and blk-mq maps a thread's CPU to one queue
                 // (`blk_mq_map_queues`): all of a job's I/Os use the queue of its CPU,
                 // jobs round-robin over the disk's queues, so its resubmissions are
@@ -309,7 +309,7 @@ impl Component for Nvme {
                     if polled {
                         m.cpus[cq.cpu as usize].spins = true;
                     }
-                    if per_job {
+                    if let Some(slice) = turns {
                         let c = cq.cpu as usize;
                         if me.turns.len() <= c {
                             me.turns.resize_with(c + 1, PollTurns::default);

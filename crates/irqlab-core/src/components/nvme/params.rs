@@ -178,6 +178,12 @@ impl Nvme {
             None => 700 * crate::engine::time::PS_PER_US * (1 + cpus.clamp(1, 8).ilog2() as u64),
         }
     }
+
+    /// The turn of a polled group's jobs, `None` if they take none (not polled, or `poll_slice` 0).
+    pub fn turns(&self, cpus: u32) -> Option<crate::engine::time::Ps> {
+        let slice = self.poll_slice(cpus);
+        (self.moderation.kind == ModerationKind::Polling && slice > 0).then_some(slice)
+    }
 }
 
 fn d_poll() -> Time {
