@@ -222,12 +222,9 @@ def check(run: FigureRun, runs: Sequence[FigureRun] = ()) -> list[dict[str, Any]
     assert run.result is not None
     rows = []
     for exp in run.expects:
-        i = run.scenario["expect"].index(exp)
+        i, sim = _expected_value(run, exp)
         metric = exp["metric"]
-        sim = _value(run, metric, i)
         relative_to = exp.get("relative_to")
-        if relative_to is None:
-            _check_unit(run, metric, exp, i)
         if relative_to is not None:
             other = next((r for r in runs if r.stem == run.stem and r.overrides == list(relative_to)), None)
             if other is None or other.result is None:
@@ -260,6 +257,16 @@ def check(run: FigureRun, runs: Sequence[FigureRun] = ()) -> list[dict[str, Any]
             }
         )
     return rows
+
+
+def _expected_value(run: FigureRun, exp: dict[str, Any]) -> tuple[int, float]:
+    """Expectation `exp`'s index in its file and its metric's value in `run`,
+    checked against the unit it gives (a relative one's is a ratio)."""
+    i = run.scenario["expect"].index(exp)
+    v = _value(run, exp["metric"], i)
+    if exp.get("relative_to") is None:
+        _check_unit(run, exp["metric"], exp, i)
+    return i, v
 
 
 def _value(run: FigureRun, metric: str, i: int) -> float:
@@ -336,10 +343,7 @@ def probe(runs: Sequence[FigureRun]) -> None:
             continue
         p = replace(r, result=json.loads(raw))
         for exp in r.expects:
-            i = r.scenario["expect"].index(exp)
-            _value(p, exp["metric"], i)
-            if exp.get("relative_to") is None:
-                _check_unit(p, exp["metric"], exp, i)
+            _expected_value(p, exp)
         if r.variant is not None:
             for m in r.scenario["variants"]["metrics"]:
                 _study_value(p, m)

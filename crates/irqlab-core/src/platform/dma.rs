@@ -8,7 +8,6 @@ use crate::engine::time::Ps;
 use crate::engine::Scheduler;
 use crate::platform::fabric::{DmaFor, Write};
 use crate::platform::machine::{Ev, Machine, Parts};
-use crate::platform::source::NO_OWNER;
 
 impl<P: Parts> Machine<P> {
     /// A device DMA write on its `link` (`add_link`): through its remapping
@@ -41,9 +40,7 @@ impl<P: Parts> Machine<P> {
         match w {
             Write::Dma(to) => P::dma_landed(self, s, to.owner, to.arg),
             Write::Msi(i) => {
-                // A posted vector's message ends at the remapping unit: it sets the
-                // PIR bit there, and only the notification travels on to the CPU.
-                let latency = if self.srcs[i as usize].poster == NO_OWNER { self.fabric.latency() } else { 0 };
+                let latency = self.remap_to_apic(i);
                 if latency == 0 {
                     let (raised, flow) = self.srcs[i as usize].in_fabric.pop_front().expect("the MSI's write");
                     self.arrive(s, i, raised, flow);

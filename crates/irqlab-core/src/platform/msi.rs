@@ -58,9 +58,9 @@ impl<P: Parts> Machine<P> {
             return;
         }
         let mut at = self.fabric.submit(now);
-        if at != now && self.srcs[i as usize].poster != crate::platform::source::NO_OWNER {
-            // Posted at the remapping unit (the PIR bit): the notification takes the latency.
-            at -= self.fabric.latency();
+        if at != now {
+            // (Not when nothing delays the write: the plain path reads no more.)
+            at = at - self.fabric.latency() + self.remap_to_apic(i);
         }
         if at == now {
             self.arrive(s, i, now, flow);
@@ -68,6 +68,19 @@ impl<P: Parts> Machine<P> {
             // The fabric is FIFO, so a source's writes leave it in the order they entered.
             self.srcs[i as usize].in_fabric.push_back((now, flow));
             s.at(at, Ev::Arrive(i));
+        }
+    }
+
+    /// From the end of vector `i`'s remapping to the interrupt controller: the
+    /// fabric's latency, or nothing for a posted vector, whose message ends at
+    /// the remapping unit (it sets the PIR bit there, and only the posted-MSI
+    /// notification travels on to the CPU).
+    #[inline]
+    pub(crate) fn remap_to_apic(&self, i: u32) -> crate::engine::time::Ps {
+        if self.srcs[i as usize].poster == crate::platform::source::NO_OWNER {
+            self.fabric.latency()
+        } else {
+            0
         }
     }
 

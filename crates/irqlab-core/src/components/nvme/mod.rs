@@ -227,6 +227,7 @@ impl Component for Nvme {
         let mut me = Nvme::default();
         let gsim = sc.gsim.is_some();
         for (g, n) in sc.nvme.iter().enumerate() {
+            let polled = n.moderation.kind == ModerationKind::Polling;
             let group = m.add_group(&n.name, &format!("{} msi", n.name));
             me.groups.push(NvmeGroup {
                 name: n.name.clone(),
@@ -237,7 +238,7 @@ impl Component for Nvme {
                 wake: n.wake.ps(),
                 wakes: 0,
                 turns: 0,
-                polled: n.moderation.kind == ModerationKind::Polling,
+                polled,
                 resubmit: n.fio.resubmit.ps(),
                 completed: 0,
                 loop_reaped: 0,
@@ -251,7 +252,6 @@ impl Component for Nvme {
                 let path = sc.platform.path(n.socket, n.iommu_of(k));
                 // Polling jobs that take turns on their CPU keep a queue each
                 // (`PollTurns`); otherwise a queue is the disk's, shared by its jobs.
-                let polled = n.moderation.kind == ModerationKind::Polling;
                 let turns = n.turns(sc.platform.cpus);
                 let per_job = turns.is_some();
                 // A job is one thread, and blk-mq maps a thread's CPU to one queue
