@@ -171,7 +171,7 @@ impl<E: Copy> HeapQueue<E> {
 }
 
 impl<E: Copy> EventQueue<E> for HeapQueue<E> {
-    #[inline]
+    #[inline(always)]
     fn push(&mut self, now: Ps, at: Ps, ev: E) {
         if at == now && (self.now_fifo.is_empty() || self.fifo_at == now) {
             self.fifo_at = now;

@@ -79,24 +79,41 @@ fn zig() -> &'static Zig {
 }
 
 /// A sample of Exp(1). About 99% of draws take the first branch: one random
-/// word, a multiply and a compare.
-#[inline]
+/// word, a multiply and a compare; that branch is inlined in the caller, the
+/// rest (`exp1_rest`) is not.
+#[inline(always)]
 pub fn exp1(rng: &mut Rng) -> f64 {
     use rand::RngCore as _;
     let z = zig();
+    let bits = rng.next_u64();
+    let i = (bits & 0xff) as usize;
+    let x = (bits >> 11) as f64 * (1.0 / (1u64 << 53) as f64) * z.x[i];
+    if x < z.x[i + 1] {
+        return x;
+    }
+    exp1_rest(rng, i, x)
+}
+
+/// The ziggurat's rarer cases, drawing on from a first word that landed in
+/// layer `i` at `x` outside its rectangle's core: the same draws, in the same
+/// order, as one loop would make.
+#[cold]
+#[inline(never)]
+fn exp1_rest(rng: &mut Rng, mut i: usize, mut x: f64) -> f64 {
+    use rand::RngCore as _;
+    let z = zig();
     loop {
-        let bits = rng.next_u64();
-        let i = (bits & 0xff) as usize;
-        let u = (bits >> 11) as f64 * (1.0 / (1u64 << 53) as f64);
-        let x = u * z.x[i];
-        if x < z.x[i + 1] {
-            return x;
-        }
         if i == 0 {
             // The tail beyond R is R + Exp(1): the exponential is memoryless.
             return ZIG_R - libm::log(1.0 - unit(rng));
         }
         if z.f[i] + (z.f[i + 1] - z.f[i]) * unit(rng) < libm::exp(-x) {
+            return x;
+        }
+        let bits = rng.next_u64();
+        i = (bits & 0xff) as usize;
+        x = (bits >> 11) as f64 * (1.0 / (1u64 << 53) as f64) * z.x[i];
+        if x < z.x[i + 1] {
             return x;
         }
     }

@@ -11,36 +11,13 @@ use crate::platform::parts::{Parts, NO_OWNER};
 impl<P: Parts> Machine<P> {
     /// The CPU acknowledges a physical interrupt (reads IAR): the pending bit
     /// clears, so a later write raises a new interrupt rather than merging.
+    #[inline(always)]
     pub fn take_physical(&mut self, s: &mut Scheduler<Ev>, c: usize, i: u32) {
         let src = &mut self.srcs[i as usize];
-        if src.sdei {
-            // Firmware dispatch first; the event is consumed when its handler starts.
-            let (origin, flow) = (src.raised, src.flow);
-            self.push_irq(s, c, i, Level::Host, origin, flow);
-            return;
+        if src.sdei | src.disabled {
+            return self.take_sdei_or_disabled(s, c, i);
         }
         src.pending = false;
-        if src.disabled {
-            // `mask_irq` does nothing on a vector already masked (a message
-            // that was on its way when the first one masked it): no write, no read.
-            let (entry, exit, flow, masked) = (src.entry, src.exit, src.flow, src.masked);
-            let (wake, saves) = (self.pmr_idle_wake(c, s.now(), Level::Host, i), self.pmr_exit_saves(c, 0, Level::Host, i));
-            let (entry, exit) = (entry + wake, exit - saves);
-            self.mask_disabled(i);
-            let mask = if masked { 0 } else { self.c.msix_mask };
-            // The read that flushes the mask write is answered behind the
-            // device's posted writes; if none are on the path, one phase.
-            let (phase, left) = if !masked && self.mask_flush_waits(s.now(), c, i) {
-                (MaskPhase::Mask, entry + mask)
-            } else {
-                (MaskPhase::Exit, entry + mask + exit)
-            };
-            let mut f = Frame::new(Work::MaskAck { src: i, phase }, Level::Host, Mask::Daif, left);
-            f.flow = flow;
-            f.woke_idle = wake > 0;
-            self.push_frame(s, c, f);
-            return;
-        }
         let (origin, flow, events) = (src.raised, src.flow, src.events);
         src.events = 0;
         if src.vm != crate::platform::source::NO_VM {
@@ -49,6 +26,39 @@ impl<P: Parts> Machine<P> {
         }
         self.note_delivery(flow, events);
         self.push_irq(s, c, i, Level::Host, origin, flow);
+    }
+
+    /// `take_physical` for an SDEI event or a disabled vector, out of line:
+    /// the common path is inlined where the interrupt is taken. (Not `cold`:
+    /// under GSIM a vector that fires while disabled is common.)
+    #[inline(never)]
+    fn take_sdei_or_disabled(&mut self, s: &mut Scheduler<Ev>, c: usize, i: u32) {
+        let src = &mut self.srcs[i as usize];
+        if src.sdei {
+            // Firmware dispatch first; the event is consumed when its handler starts.
+            let (origin, flow) = (src.raised, src.flow);
+            self.push_irq(s, c, i, Level::Host, origin, flow);
+            return;
+        }
+        src.pending = false;
+        // `mask_irq` does nothing on a vector already masked (a message
+        // that was on its way when the first one masked it): no write, no read.
+        let (entry, exit, flow, masked) = (src.entry, src.exit, src.flow, src.masked);
+        let (wake, saves) = (self.pmr_idle_wake(c, s.now(), Level::Host, i), self.pmr_exit_saves(c, 0, Level::Host, i));
+        let (entry, exit) = (entry + wake, exit - saves);
+        self.mask_disabled(i);
+        let mask = if masked { 0 } else { self.c.msix_mask };
+        // The read that flushes the mask write is answered behind the
+        // device's posted writes; if none are on the path, one phase.
+        let (phase, left) = if !masked && self.mask_flush_waits(s.now(), c, i) {
+            (MaskPhase::Mask, entry + mask)
+        } else {
+            (MaskPhase::Exit, entry + mask + exit)
+        };
+        let mut f = Frame::new(Work::MaskAck { src: i, phase }, Level::Host, Mask::Daif, left);
+        f.flow = flow;
+        f.woke_idle = wake > 0;
+        self.push_frame(s, c, f);
     }
 
     /// What an interrupt's frame masks: an NMI must not nest in itself, and an
@@ -122,6 +132,7 @@ impl<P: Parts> Machine<P> {
     }
 
     /// Pushes an interrupt frame; with no entry cost the handler starts at once.
+    #[inline(always)]
     fn push_irq(&mut self, s: &mut Scheduler<Ev>, c: usize, i: u32, level: Level, origin: crate::engine::Ps, flow: u64) {
         let wake = self.pmr_idle_wake(c, s.now(), level, i);
         let entry = self.srcs[i as usize].entry + wake;
@@ -259,6 +270,7 @@ impl<P: Parts> Machine<P> {
 
     /// The rest of `irq_exit()`, for an interrupt that raised nothing itself
     /// (`MaskAck`): pending softirqs run, or the task is rescheduled.
+    #[inline(always)]
     pub(crate) fn irq_exit_tail(&mut self, s: &mut Scheduler<Ev>, c: usize, level: Level) {
         let lv = level as usize;
         let work = self.cpus[c].softirq_work[lv];

@@ -318,7 +318,7 @@ impl Cpu {
     }
 
     /// Charges the time since the last change to the frame on top.
-    #[inline]
+    #[inline(always)]
     pub fn account(&mut self, now: Ps) {
         // Pushes, pops and phase ends come in runs at one instant (a pause
         // then a push; a phase end then a pop): only the first has time to charge.

@@ -11,6 +11,7 @@ use crate::platform::parts::Parts;
 
 impl<P: Parts> Machine<P> {
     /// Stops the running phase of the top frame, keeping the work it has left.
+    #[inline(always)]
     pub fn pause_top(&mut self, s: &mut Scheduler<Ev>, c: usize) {
         let now = s.now();
         let cpu = &mut self.cpus[c];
@@ -104,6 +105,7 @@ impl<P: Parts> Machine<P> {
         false
     }
 
+    #[inline(always)]
     pub fn push_frame(&mut self, s: &mut Scheduler<Ev>, c: usize, mut f: Frame) {
         debug_assert!(self.cpus[c].timer.is_none(), "push over a running frame on cpu {c}: {:?} <- {f:?}", self.cpus[c].stack);
         let now = s.now();
@@ -134,6 +136,7 @@ impl<P: Parts> Machine<P> {
     }
 
     /// Pops the top frame, closing its slice if the phase was cut short.
+    #[inline(always)]
     pub fn pop_frame(&mut self, s: &mut Scheduler<Ev>, c: usize) -> Frame {
         let now = s.now();
         self.cpus[c].account(now);

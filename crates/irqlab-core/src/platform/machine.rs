@@ -539,7 +539,7 @@ impl<P: Parts> Machine<P> {
     /// The interrupt controller sets the pending bit, or merges into it. A
     /// disabled interrupt pends too, and the code that takes it masks it: the
     /// CPU (`take_physical`), or a posted-MSI pass for a posted vector.
-    #[inline]
+    #[inline(always)]
     pub fn arrive(&mut self, s: &mut Scheduler<Ev>, i: u32, raised: Ps, flow: u64) {
         self.audit.arrived += 1;
         let src = &mut self.srcs[i as usize];

@@ -11,7 +11,7 @@ impl<P: Parts> Machine<P> {
     /// The device writes vector `i`'s MSI-X message, unless the vector is
     /// masked (the message waits in the PBA) or its previous message has not
     /// entered the fabric yet (this one merges into it).
-    #[inline]
+    #[inline(always)]
     pub fn send_msi(&mut self, s: &mut Scheduler<Ev>, i: u32) {
         let now = s.now();
         let src = &mut self.srcs[i as usize];
