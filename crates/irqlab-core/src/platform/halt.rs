@@ -49,8 +49,11 @@ impl<P: Parts> Machine<P> {
         match phase {
             HaltPhase::Exit => {
                 if !self.cpus[c].vpending.is_empty() {
-                    // `kvm_vcpu_check_block` finds it before polling or sleeping.
-                    self.halt_end(s, c, false);
+                    // An interrupt came during the exit: `__kvm_emulate_halt`
+                    // (arch/x86/kvm/x86.c) finds `kvm_vcpu_has_events` and leaves
+                    // the vCPU runnable, so `kvm_vcpu_halt` never runs: no poll,
+                    // no wake-up, and the window stays as it was.
+                    self.n.halt_skipped += 1;
                     let entry = self.c.hyp_entry;
                     self.set_phase(s, c, halt(HaltPhase::Entry), Mask::Daif, entry);
                 } else if self.cpus[c].halt_poll > 0 {

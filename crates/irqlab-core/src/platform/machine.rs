@@ -126,10 +126,12 @@ pub struct Counters {
     pub guest_irqs: u64,
     pub vm_exits: u64,
     /// Idle vCPUs' HLT exits, and how each halt ended: an interrupt caught
-    /// while polling, or a blocked vCPU woken.
+    /// while polling, a blocked vCPU woken, or no halt at all (an interrupt
+    /// for the vCPU came during the exit).
     pub halt_exits: u64,
     pub halt_polled: u64,
     pub halt_wakeups: u64,
+    pub halt_skipped: u64,
     pub switches: u64,
     /// Device messages merged into one still waiting to enter the fabric.
     pub msi_merged_at_device: u64,

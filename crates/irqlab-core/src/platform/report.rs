@@ -61,6 +61,7 @@ impl<P: Parts> Machine<P> {
             r.metric("halt_exits_per_s", n.halt_exits as f64 / secs);
             r.metric("halt_poll_hits_per_s", n.halt_polled as f64 / secs);
             r.metric("halt_wakeups_per_s", n.halt_wakeups as f64 / secs);
+            r.metric("halt_skipped_per_s", n.halt_skipped as f64 / secs);
         }
         r.metric("context_switches_per_s", n.switches as f64 / secs);
         if self.c.cstates {
