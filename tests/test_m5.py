@@ -24,10 +24,11 @@ def test_m5_figures_pass(bundled_report) -> None:
     m5 = ("m5-nvme-8ssd", "m5-nic-100g")
     rows = [r for r in json.loads((out / "figures.json").read_text())["figures"] if r["scenario"] in m5]
     assert len(rows) == 11
-    # Three predictions miss (docs/m5-global-interrupt-moderation.md, "What
+    # Two predictions miss (docs/m5-global-interrupt-moderation.md, "What
     # the model gets wrong"): the no-moderation IOPS and p99 (once its tail
-    # has settled), the NIC's static coalescing; every other figure holds.
-    misses = {"8 SSDs, no moderation", "8 SSDs, no moderation, p99 latency", "100G NIC, static coalescing"}
+    # has settled); every other figure holds. (The NIC's static coalescing
+    # holds at the top of the range its unsettled mechanisms leave, +3.2 %.)
+    misses = {"8 SSDs, no moderation", "8 SSDs, no moderation, p99 latency"}
     bad = [r for r in rows if not r["within_tolerance"] and r["name"] not in misses]
     assert not bad, bad
     by = {r["name"]: r for r in rows}

@@ -48,6 +48,16 @@ pub struct Nic {
 pub const WIRE_OVERHEAD: u32 = 24;
 /// IPv4 + TCP (with timestamps) headers and the Ethernet header: what is not payload in a frame.
 pub const HEADERS: u32 = 14 + 20 + 32;
+/// Each frame's completion entry, written after its data: mlx5's 64-byte CQE
+/// (`struct mlx5_cqe64`), one per frame as CQE compression is off by default
+/// (en_main.c: `rx_cqe_compress_def = slow_pci_heuristic(mdev)`).
+const CQE_BYTES: u32 = 64;
+/// The event queue entry the NIC writes before each MSI-X (`struct mlx5_eqe`,
+/// `MLX5_EQE_SIZE`; `mlx5_eq_comp_int` reads it to find the CQ).
+const EQE_BYTES: u32 = 64;
+/// Marks a DMA write as an EQE (in `DmaFor::arg`, beside the queue): it lands
+/// in no ring.
+const EQE_WRITE: u32 = 1 << 31;
 
 pub struct RxQueue {
     pub group: u32,
@@ -303,6 +313,9 @@ impl Component for Nic {
 
     /// The packet's DMA landed: it is in the ring, where a poll finds it.
     fn dma_landed<P: Has<Self>>(m: &mut Machine<P>, s: &mut Scheduler<Ev>, q: u32) {
+        if q & EQE_WRITE != 0 {
+            return; // an event queue entry: the handler's cost reads it
+        }
         let me = m.parts.get();
         let rx = &mut me.rxqs[q as usize];
         let p = rx.landing.pop_front().expect("a landed DMA per packet in flight");
@@ -494,7 +507,7 @@ fn write_up<P: Has<Nic>>(m: &mut Machine<P>, s: &mut Scheduler<Ev>, q: u32, arri
         grp.life_drops += 1;
         return false;
     }
-    let cost = m.dma_write + bytes as Ps * grp.dma_per_kib / 1024;
+    let cost = m.dma_write + (bytes + CQE_BYTES) as Ps * grp.dma_per_kib / 1024;
     rx.landing.push_back((arrived, bytes));
     let (sk, link) = (rx.path, me.devices[rx.dev as usize].link);
     m.dma(s, DmaFor { owner: P::ID, arg: q }, cost, sk, link);
@@ -514,9 +527,22 @@ fn rx_signal<P: Has<Nic>>(m: &mut Machine<P>, s: &mut Scheduler<Ev>, q: u32) {
     let rx = &mut m.parts.get().rxqs[q as usize];
     if rx.modq.signal_now(s, P::ev(NicEv::RxTimer, q)) {
         rx.armed = false;
-        let src = rx.src;
-        m.send_msi(s, src);
+        send_eqe_and_msi(m, s, q);
     }
+}
+
+/// The CQ's completion event: the NIC writes an EQE up the link, then the
+/// vector's MSI behind it (PCIe ordering lands the EQE first). The EQE holds
+/// the DMA path for its bytes; it takes no posted credit in the model.
+fn send_eqe_and_msi<P: Has<Nic>>(m: &mut Machine<P>, s: &mut Scheduler<Ev>, q: u32) {
+    let me = m.parts.get();
+    let rx = &me.rxqs[q as usize];
+    let (src, sk, link) = (rx.src, rx.path, me.devices[rx.dev as usize].link);
+    let cost = m.dma_write + EQE_BYTES as Ps * me.groups[rx.group as usize].dma_per_kib / 1024;
+    if m.paths.get(sk as usize).is_some() {
+        m.dma(s, DmaFor { owner: P::ID, arg: EQE_WRITE | q }, cost, sk, link);
+    }
+    m.send_msi(s, src);
 }
 
 fn rx_timer<P: Has<Nic>>(m: &mut Machine<P>, s: &mut Scheduler<Ev>, q: u32) {
@@ -526,8 +552,7 @@ fn rx_timer<P: Has<Nic>>(m: &mut Machine<P>, s: &mut Scheduler<Ev>, q: u32) {
     debug_assert!(!fired || rx.armed, "rx{q}: completions waited on a disarmed queue");
     if fired && rx.armed {
         rx.armed = false;
-        let src = rx.src;
-        m.send_msi(s, src);
+        send_eqe_and_msi(m, s, q);
     }
 }
 
