@@ -35,7 +35,6 @@ impl<P: Parts> Machine<P> {
         self.n.halt_exits += 1;
         self.n.vm_exits += 1;
         let cpu = &mut self.cpus[c];
-        cpu.halt_since = s.now();
         // `kvm_vcpu_halt` clamps the vCPU's window to `halt_poll_ns` as it starts.
         cpu.halt_poll = cpu.halt_poll.min(self.c.halt_poll_max);
         let exit = self.c.hyp_exit;
@@ -48,11 +47,15 @@ impl<P: Parts> Machine<P> {
         let halt = |phase| Work::Halt { phase };
         match phase {
             HaltPhase::Exit => {
+                // `kvm_vcpu_halt` starts its clock here, after the exit.
+                self.cpus[c].halt_since = s.now();
                 if !self.cpus[c].vpending.is_empty() {
                     // An interrupt came during the exit: `__kvm_emulate_halt`
                     // (arch/x86/kvm/x86.c) finds `kvm_vcpu_has_events` and leaves
                     // the vCPU runnable, so `kvm_vcpu_halt` never runs: no poll,
-                    // no wake-up, and the window stays as it was.
+                    // no wake-up, and the window stays as it was. (x86's: arm64's
+                    // `kvm_handle_wfx` → `kvm_vcpu_wfi` always calls
+                    // `kvm_vcpu_halt`, whose first check would count a poll.)
                     self.n.halt_skipped += 1;
                     let entry = self.c.hyp_entry;
                     self.set_phase(s, c, halt(HaltPhase::Entry), Mask::Daif, entry);

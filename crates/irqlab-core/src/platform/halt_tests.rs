@@ -124,7 +124,11 @@ fn random_gaps_mix_polls_and_wake_ups_deterministically() {
 #[test]
 fn an_interrupt_posted_during_the_hlt_exit_skips_the_halt() {
     let sc = load(POSTED_VF, "posted.toml", &[]).unwrap_or_else(|e| panic!("{e}"));
-    let m = run(&sc, RunOptions::default()).report.metrics;
+    let out = run(&sc, RunOptions { audit: true, ..Default::default() });
+    let a = &out.audit;
+    assert_eq!(a.double_deliveries, 0);
+    assert_eq!(a.writes, a.events_delivered + out.pending_events, "every write delivered or on its way");
+    let m = out.report.metrics;
     let (exits, hits, wakeups, skipped) =
         (m["halt_exits_per_s"], m["halt_poll_hits_per_s"], m["halt_wakeups_per_s"], m["halt_skipped_per_s"]);
     assert!(skipped > 10_000.0 && hits > 10_000.0, "{m:?}");
