@@ -134,21 +134,26 @@ fn too_many_msis_collapse_throughput_and_moderation_restores_it() {
 
 /// What holds the DMA path, below saturation: each MSI its remapping
 /// (`msi_write`) and the EQE the NIC writes before it, each frame its bytes
-/// and its 64-byte CQE, at `dma_per_kib`. (Neither was charged: without the
-/// CQEs the path reads 2 % less busy at this load, without the EQEs 0.3 %;
-/// a review against mlx5.)
+/// and its 64-byte CQE, at `dma_per_kib`, and each write `dma_write`.
+/// (Neither was charged: without either the path reads 0.65 % less busy at
+/// this load, against 0.01 % between the two sides here; a review against mlx5.)
 #[test]
 fn the_path_carries_each_frames_cqe_and_each_interrupts_eqe() {
-    let m = remap(&["nic.0.gbps=20", "nic.0.moderation={kind=\"dim\"}"]).report.metrics;
+    const TOL: f64 = 0.002;
+    // No moderation at a light load: an interrupt every frame or two, so the
+    // EQEs weigh (0.6 % of the path), and frames are handed up as they land, so
+    // the frames counted (by NAPI) are the frames written in the window.
+    let m = remap(&["nic.0.gbps=5", "fabric.dma_write=10ns"]).report.metrics;
     let secs = m["sim_s"];
     let (pkts, msis) = (m["nic.eth.rx_pkts_per_s"], m["msi_writes"] / secs);
     let bytes = m["nic.eth.rx_gbps"] * 1e9 / 8.0 - pkts * super::WIRE_OVERHEAD as f64;
     let per_byte = 40.0 / 1024.0; // ns
-    let busy_ns = msis * (325.0 + 64.0 * per_byte) + pkts * 64.0 * per_byte + bytes * per_byte;
+                                  // Each write also costs `dma_write` (10 ns): the EQE and the frame.
+    let busy_ns = msis * (325.0 + 10.0 + 64.0 * per_byte) + pkts * (10.0 + 64.0 * per_byte) + bytes * per_byte;
     let expected = busy_ns * 1e-9;
     let u = m["fabric.utilisation"];
     assert!(m["nic.eth.drop_share"] == 0.0 && u < 0.5, "below saturation: {m:?}");
-    assert!((u - expected).abs() < 0.0015 * expected, "utilisation {u} against {expected} ({msis} MSIs/s, {pkts} frames/s)");
+    assert!((u - expected).abs() < TOL * expected, "utilisation {u} against {expected} ({msis} MSIs/s, {pkts} frames/s)");
 }
 
 /// Two functions of one physical NIC (`device`): they share its link, buffer
