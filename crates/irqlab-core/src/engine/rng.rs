@@ -85,13 +85,19 @@ fn zig() -> &'static Zig {
 pub fn exp1(rng: &mut Rng) -> f64 {
     use rand::RngCore as _;
     let z = zig();
-    let bits = rng.next_u64();
-    let i = (bits & 0xff) as usize;
-    let x = (bits >> 11) as f64 * (1.0 / (1u64 << 53) as f64) * z.x[i];
+    let (i, x) = layer(z, rng.next_u64());
     if x < z.x[i + 1] {
         return x;
     }
     exp1_rest(rng, i, x)
+}
+
+/// The layer a random word picks (its low 8 bits) and the point in that
+/// layer's rectangle its top 53 bits give.
+#[inline(always)]
+fn layer(z: &Zig, bits: u64) -> (usize, f64) {
+    let i = (bits & 0xff) as usize;
+    (i, (bits >> 11) as f64 * (1.0 / (1u64 << 53) as f64) * z.x[i])
 }
 
 /// The ziggurat's rarer cases, drawing on from a first word that landed in
@@ -110,9 +116,7 @@ fn exp1_rest(rng: &mut Rng, mut i: usize, mut x: f64) -> f64 {
         if z.f[i] + (z.f[i + 1] - z.f[i]) * unit(rng) < libm::exp(-x) {
             return x;
         }
-        let bits = rng.next_u64();
-        i = (bits & 0xff) as usize;
-        x = (bits >> 11) as f64 * (1.0 / (1u64 << 53) as f64) * z.x[i];
+        (i, x) = layer(z, rng.next_u64());
         if x < z.x[i + 1] {
             return x;
         }
