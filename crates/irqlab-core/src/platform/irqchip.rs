@@ -9,13 +9,16 @@
 use crate::platform::mask::{Mask, Prio};
 use std::collections::VecDeque;
 
+/// 16 bytes, so that a CPU's two sets and the byte each reads on every phase
+/// boundary share a cache line with its other hot fields (`Cpu`); the FIFOs
+/// behind the box are read only when something is pending.
 #[derive(Default)]
 pub struct Pending {
-    /// One FIFO per [`Prio`], indexed by its value.
-    by_prio: [VecDeque<u32>; 3],
     /// Bit p set: the FIFO of priority p is not empty (the take path is on every
     /// phase boundary, so it reads one byte instead of three queues).
     nonempty: u8,
+    /// One FIFO per [`Prio`], indexed by its value.
+    by_prio: Box<[VecDeque<u32>; 3]>,
 }
 
 impl Pending {

@@ -666,7 +666,7 @@ impl<P: Parts> Model for Machine<P> {
     }
 
     /// An arrival touches its source's first two lines (see `Source`), then
-    /// its CPU's; a phase end its CPU's first two lines and its top frame.
+    /// its CPU's hot lines; a phase end its CPU's and its top frame.
     #[inline]
     fn prefetch(&self, ev: &Ev) {
         self.prefetch_far(ev);
@@ -692,7 +692,7 @@ impl<P: Parts> Model for Machine<P> {
             _ => None,
         };
         if let Some(cpu) = cpu.and_then(|c| self.cpus.get(c as usize)) {
-            crate::engine::prefetch_lines(cpu, 2);
+            crate::engine::prefetch_lines(cpu, crate::platform::cpu::HOT_LINES);
         }
     }
 }
