@@ -59,8 +59,9 @@ const _: () = assert!(WORDS <= 64, "the summary word has one bit per bitmap word
 const RUN_SORT: usize = 64;
 /// A run of at most this many events is placed by rank (see `next_run`):
 /// the count of keys below each, over all `RANK_SORT` slots, which the
-/// compiler vectorises. The count is quadratic; 32 holds nearly every run
-/// with 2,048 CPUs (10 to 35 events), and larger runs sort their keys.
+/// compiler vectorises. The count is quadratic; with 2,048 CPUs most runs
+/// hold 10 to 25 events and the largest about 35, and those past 32 sort
+/// their keys.
 const RANK_SORT: usize = 32;
 /// Bits of a run's sort key that hold the event's index in its bucket.
 const RUN_INDEX_BITS: u32 = RUN_SORT.trailing_zeros();
@@ -505,19 +506,24 @@ mod tests {
         /// A bucket of 1 to `RUN_SORT` events at a low digit position becomes
         /// a run, placed by rank (up to `RANK_SORT`) or by its keys' sort:
         /// either way in time order, and equal times in the order pushed.
-        /// Each batch is pushed inside one 2^18 ps bucket, with many ties.
+        /// Each batch is pushed two buckets ahead at position `pos` (0 to 3),
+        /// up to 40 ticks apart that span the bucket, so that many events
+        /// share a tick; a run forms at `pos` or, if the batch crosses a
+        /// higher digit, one position lower after a spread.
         #[test]
-        fn runs_of_every_size_come_out_in_order(batches in proptest::collection::vec(proptest::collection::vec(0u64..40, 1..=RUN_SORT), 1..8)) {
+        fn runs_of_every_size_come_out_in_order(
+            batches in proptest::collection::vec((0u32..=3, proptest::collection::vec(0u64..40, 1..=RUN_SORT)), 1..8),
+        ) {
             let mut radix = RadixQueue::default();
             let mut heap = HeapQueue::default();
             let mut now: Ps = 0;
             let mut id = 0u32;
-            for batch in batches {
-                // A bucket of position 3 away from `now`, so that it is sorted, not spread.
-                let base = (now | ((1 << 18) - 1)) + 1 + (1 << 18);
+            for (pos, batch) in batches {
+                let span = 1u64 << (pos * DIGIT);
+                let base = (now | (span - 1)) + 1 + span;
+                let tick = (span / 40).max(1);
                 for x in batch {
-                    // Ticks 6,553 ps apart: a few per position-2 bucket, and ties.
-                    let at = base + x * 6_553;
+                    let at = base + (x * tick).min(span - 1);
                     radix.push(now, at, id);
                     heap.push(now, at, id);
                     id += 1;

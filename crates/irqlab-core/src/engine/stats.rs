@@ -122,9 +122,10 @@ impl Latency {
         let _ = h.record_n(1, self.at_floor);
         std::borrow::Cow::Owned(h)
     }
-    /// The histogram's floor is 1 ps (it cannot hold 0), so `record` keeps a
-    /// 0 there; below, a value at the floor reads as the 0 it was (no latency
-    /// in this engine is 1 ps), and the mean leaves those records' 1 ps out.
+    /// The histogram's floor is 1 ps (it cannot hold 0), so a 0 goes there
+    /// (counted in `at_floor` until read); below, a value at the floor reads
+    /// as the 0 it was (no latency in this engine is 1 ps), and the mean
+    /// leaves those records' 1 ps out.
     pub fn summary(&self) -> Summary {
         let h = self.histogram();
         let at_floor = |v: u64| if v <= 1 { 0.0 } else { ps_to_ns(v) };

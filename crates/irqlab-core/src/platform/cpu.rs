@@ -207,10 +207,12 @@ pub const HOT_LINES: usize = 5;
 
 /// The fields are in the order the common path touches them, and the layout
 /// is fixed (`repr(C)`, 64-byte aligned) so that they stay there: an
-/// interrupt taken and ended on an idle or busy CPU (`pend`, `pause_top`,
+/// interrupt taken and ended on an idle CPU (`pend`, `pause_top`,
 /// `push_frame`, `phase_done`, `pop_frame`, `irq_exit_tail`, `idle_work`)
-/// reads and writes the first five cache lines and the top frame, and nothing
-/// beyond them (a test checks the offsets). With 2,048 CPUs those lines are
+/// reads and writes the first `HOT_LINES` cache lines and the top frame, and
+/// one over a user task the next line too (`need_resched`); a test checks the
+/// offsets. The paths that use them read on: softirq and NAPI (`softnet`),
+/// halts, a `MaskAck`'s flushing read. With 2,048 CPUs the hot lines are
 /// 640 KB of a 2 MB L2 that the sources also stream through; Rust's own
 /// layout spread them over the whole struct (issue 18, docs/ARCHITECTURE.md).
 /// Add a field at the end unless the common path reads it.
@@ -255,14 +257,16 @@ pub struct Cpu {
     // Line 4.
     /// NAPI contexts scheduled and not yet polled, per level.
     pub napi_list: [VecDeque<u32>; 2],
+    // Line 5: what a return to user reads (`need_resched`). Not prefetched:
+    // with 2,048 idle CPUs asking for it cost 3 % of the events a second.
+    pub rq: VecDeque<u32>,
+    pub slice_start: Ps,
     // The rest: read only by the paths that use them.
+    pub current: Option<u32>,
     /// `(vm, vcpu)` pinned to this pCPU.
     pub vcpu: Option<(u32, u32)>,
     /// The running `__do_softirq` and its `net_rx_action`, per level.
     pub softnet: [Softnet; 2],
-    pub rq: VecDeque<u32>,
-    pub current: Option<u32>,
-    pub slice_start: Ps,
     /// The host's hardirq time before the last stats reset, so that a reader
     /// of the CPU's lifetime irq time (GSIM's control law) does not see the reset.
     pub host_hardirq_before_reset: Ps,
