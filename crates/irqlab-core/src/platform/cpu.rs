@@ -391,18 +391,12 @@ mod tests {
     use super::*;
 
     /// What the common path reads and writes (see `Cpu`) lies in the first
-    /// `HOT_LINES` cache lines, which `Machine::prefetch_far` asks for; a field
-    /// added there by mistake, or a `Pending` grown back to its FIFOs, fails here.
+    /// `HOT_LINES` cache lines, which `Machine::prefetch_far` asks for, and
+    /// `need_resched`'s fields in the next; a field added there by mistake, or
+    /// a `Pending` grown back to its FIFOs, fails here.
     #[test]
     fn the_common_path_reads_the_hot_lines() {
-        use std::mem::{offset_of, size_of};
-        fn size<T>(_: fn(&Cpu) -> &T) -> usize {
-            size_of::<T>()
-        }
-        macro_rules! end_of {
-            ($($f:ident),*) => { [$( (stringify!($f), offset_of!(Cpu, $f) + size(|c| &c.$f)) ),*] };
-        }
-        let hot = end_of!(
+        let hot = field_ends!(Cpu;
             stack,
             started,
             class_since,
@@ -422,6 +416,10 @@ mod tests {
         );
         for (name, end) in hot {
             assert!(end <= 64 * HOT_LINES, "{name} ends at byte {end}, past the {HOT_LINES} hot lines");
+        }
+        // Over a user task, the return reads these too (`need_resched`): the line after.
+        for (name, end) in field_ends!(Cpu; rq, slice_start) {
+            assert!(end <= 64 * (HOT_LINES + 1), "{name} ends at byte {end}, past the line after the hot ones");
         }
         assert_eq!(std::mem::align_of::<Cpu>(), 64);
     }

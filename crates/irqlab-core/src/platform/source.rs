@@ -251,16 +251,7 @@ mod tests {
     #[test]
     fn the_common_path_reads_two_cache_lines() {
         use super::Source;
-        use std::mem::{offset_of, size_of};
-        // Each field's end, its size taken from the field itself (a widened
-        // field moves its end without anyone editing this list).
-        fn size<T>(_: fn(&Source) -> &T) -> usize {
-            size_of::<T>()
-        }
-        macro_rules! end_of {
-            ($($f:ident),*) => { [$( (stringify!($f), offset_of!(Source, $f) + size(|s| &s.$f)) ),*] };
-        }
-        let hot = end_of!(
+        let hot = field_ends!(Source;
             rng, mean_gap_s, stop, raised, flow, handler, entry, exit, softirq, cpu, events, group, posted_to, vm, prio, poster, owner,
             periodic, masked, disabled, sw_pending, pending, special, replayed, gsim, sdei
         );
