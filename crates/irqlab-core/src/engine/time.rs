@@ -1,4 +1,5 @@
-//! Simulated time: an integer count of picoseconds (`u64`, about 213 days).
+//! Simulated time: an integer count of picoseconds (`u64`); a run lasts under
+//! 2^63 ps (about 106 days), so a gap cut there (`s_to_ps`) lands after its end.
 //! Scenarios give times and rates as strings with units; they are converted
 //! once, here, so the hot loop only ever adds integers.
 
@@ -28,8 +29,9 @@ pub fn s_to_ps(s: f64) -> Ps {
     // Through i64: x86-64 converts to a signed integer in one instruction and
     // to an unsigned one in about ten (0.7 % of the reference model's
     // instructions). A time past 2^63 ps (106 days) comes out as 2^63 − 1 ps
-    // where it came out as u64's end: only a run longer than that could tell.
-    debug_assert!(s >= 0.0, "s_to_ps({s}): a time is not negative");
+    // where it came out as u64's end; a run is shorter (`parse_duration`), so
+    // either lands after it. (A NaN still gives 0.)
+    debug_assert!(s >= 0.0 || s.is_nan(), "s_to_ps({s}): a time is not negative");
     (s * PS_PER_S as f64 + 0.5) as i64 as Ps
 }
 
@@ -60,7 +62,8 @@ pub fn parse_duration(s: &str) -> Result<Ps, String> {
         return Err(format!("\"{s}\": {expected}"));
     }
     let ps = v * scale;
-    if ps > (u64::MAX / 2) as f64 {
+    // Under 2^63 ps: a gap `s_to_ps` cuts at 2^63 − 1 then lands after the end.
+    if ps >= (u64::MAX / 2) as f64 {
         return Err(format!("\"{s}\": too long (at most about 106 days)"));
     }
     // A time that rounds to nothing is not what was asked for: the clock counts ps.
@@ -111,7 +114,11 @@ mod tests {
         assert_eq!(s_to_ps(1.4e-12), 1);
         assert_eq!(s_to_ps(1.6e-12), 2);
         assert_eq!(s_to_ps(0.5), 500_000_000_000);
-        assert_eq!(s_to_ps(1e7), i64::MAX as Ps); // 116 days: the end of the signed range
+        assert_eq!(s_to_ps(1e7), i64::MAX as Ps); // 116 days: cut at the signed range's end
+        assert_eq!(s_to_ps(f64::NAN), 0);
+        // No run is as long: what is cut there lands after its end.
+        assert!(parse_duration("9223372036854775808ps").is_err()); // 2^63
+        assert_eq!(parse_duration("9.2e18ps"), Ok(9_200_000_000_000_000_000));
     }
 
     #[test]
