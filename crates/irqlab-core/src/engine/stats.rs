@@ -71,8 +71,6 @@ impl Gauge {
 #[derive(Clone, Default)]
 pub struct Latency {
     counts: Vec<u64>,
-    /// Records in `counts`.
-    n: u64,
     /// Records of no latency (an interrupt taken the instant it was raised,
     /// the common case on a CPU with nothing running; 70 % of the reference
     /// model's), counted apart: an add, where indexing costs some ten
@@ -112,7 +110,6 @@ impl Latency {
             return;
         }
         let i = index_of(d);
-        self.n += 1;
         match self.counts.get_mut(i) {
             Some(c) => *c += 1,
             None => self.grow_and_count(i),
@@ -127,7 +124,6 @@ impl Latency {
     }
     pub fn reset(&mut self) {
         self.counts.fill(0);
-        self.n = 0;
         self.at_floor = 0;
     }
     /// Adds `other`'s records to these (the same layout: no loss).
@@ -136,11 +132,11 @@ impl Latency {
             self.counts.resize(other.counts.len(), 0);
         }
         self.counts.iter_mut().zip(&other.counts).for_each(|(c, o)| *c += o);
-        self.n += other.n;
         self.at_floor += other.at_floor;
     }
+    /// Read for reports only: summed, not kept on the record path.
     pub fn count(&self) -> u64 {
-        self.n + self.at_floor
+        self.counts.iter().sum::<u64>() + self.at_floor
     }
     fn histogram(&self) -> Histogram<u64> {
         let mut h = Histogram::new(3).expect("3 significant figures is valid");
