@@ -3,7 +3,9 @@ would (a subprocess, so exit codes and stderr are the real ones)."""
 
 from __future__ import annotations
 
+import fcntl
 import json
+import os
 import subprocess
 from collections.abc import Callable
 from pathlib import Path
@@ -46,12 +48,35 @@ def cli():
     return run_cli
 
 
+def _once_for_all_workers(
+    tmp_path_factory: pytest.TempPathFactory, name: str, make: Callable[[Path], subprocess.CompletedProcess[str]]
+) -> tuple[subprocess.CompletedProcess[str], Path]:
+    """`make(dir)` run once for the whole test run, even when pytest-xdist splits it
+    over workers (`make test` runs two): the first worker to ask runs it under a
+    lock in the directory the workers share, the others wait and read what it left.
+    The process's result is kept beside its outputs, so a reader gets the same exit
+    code and output as the worker that ran it."""
+    base = tmp_path_factory.getbasetemp()
+    # A worker's basetemp is popen-gwN inside this run's own directory.
+    shared = base.parent if "PYTEST_XDIST_WORKER" in os.environ else base
+    root = shared / name
+    with open(shared / f"{name}.lock", "w") as lock:
+        fcntl.flock(lock, fcntl.LOCK_EX)
+        done = root / "completed.json"
+        if not done.exists():
+            root.mkdir(exist_ok=True)
+            p = make(root)
+            kept = {"returncode": p.returncode, "stdout": p.stdout, "stderr": p.stderr}
+            done.write_text(json.dumps({"args": [str(a) for a in p.args], **kept}))
+        return subprocess.CompletedProcess(**json.loads(done.read_text())), root
+
+
 @pytest.fixture(scope="session")
 def bundled_report(tmp_path_factory) -> tuple[subprocess.CompletedProcess[str], Path]:
-    """`irqlab reproduce` of every bundled figure, run once for the session: it
-    takes tens of seconds, and several tests read its report."""
-    out = tmp_path_factory.mktemp("bundled") / "report"
-    return run_cli("reproduce", "--out", out), out
+    """`irqlab reproduce` of every bundled figure, run once for the whole test run:
+    it takes tens of seconds, and several tests read its report (none writes to it)."""
+    p, root = _once_for_all_workers(tmp_path_factory, "bundled", lambda d: run_cli("reproduce", "--out", d / "report"))
+    return p, root / "report"
 
 
 @pytest.fixture(scope="session")
