@@ -13,6 +13,9 @@ LOCKS := requirements/dev.lock requirements/dask.lock requirements/ray.lock
 # set (it is on these machines) Python never caches it, and every `irqlab` the
 # tests start would compile its imports again (0.64 s for `irqlab --help`, 0.29 s
 # compiled). The project's own modules are compiled by `setup` for the same reason.
+# `--system-certs`: the platform's trust store, as pip uses, where uv's own roots
+# fail behind a TLS-inspecting proxy whose CA only the system knows (as here,
+# unless SSL_CERT_FILE names the bundle).
 BOOTSTRAP := requirements/bootstrap.lock
 
 .PHONY: setup browser reproduce test test-long clean
@@ -40,7 +43,7 @@ browser:
 $(VENV)/.deps-installed: $(BOOTSTRAP) $(LOCKS)
 	test -x $(BIN)/python || $(PYTHON) -m venv $(VENV)
 	$(BIN)/python -m pip install --quiet --disable-pip-version-check -r $(BOOTSTRAP)
-	$(BIN)/uv pip install --quiet --compile-bytecode --python $(BIN)/python $(addprefix -r ,$(LOCKS))
+	$(BIN)/uv pip install --quiet --compile-bytecode --system-certs --python $(BIN)/python $(addprefix -r ,$(LOCKS))
 	touch $@
 
 reproduce: setup
