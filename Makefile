@@ -59,6 +59,8 @@ PROPTEST_ENV := $(if $(CI),PROPTEST_RNG_SEED=$(or $(PROPTEST_RNG_SEED),20261127)
 # file's module fixtures are built once; the bundled report, which several files
 # read, is built once for all workers (tests/conftest.py). On this 2-core kind that
 # took the suite from 544 s to 325 s. PYTEST_WORKERS= runs them in one process.
+# Every test that records through tracefs is in tests/test_host.py (one worker):
+# some of them check that no recorder's instance or mount is left behind.
 PYTEST_WORKERS ?= -n logical --dist loadfile
 
 # The Python lint, format and type checks first: they take seconds and fail fast.

@@ -826,3 +826,33 @@ def _status(pid: int) -> bytes:
         return Path(f"/proc/{pid}/status").read_bytes().lower()
     except OSError:
         return b"zombie"  # gone
+
+
+def _tracefs_usable() -> bool:
+    return os.geteuid() == 0 and (Path("/sys/kernel/tracing").is_dir() or Path("/sys/kernel/debug").is_dir())
+
+
+@pytest.mark.skipif(not _tracefs_usable(), reason="recording needs root and tracefs")
+def test_sigterm_stops_a_recording_as_documented_and_removes_its_instance(tmp_path: Path) -> None:
+    """(Here, with every test that records: `make test` runs a test file to a
+    worker, and other tests here check that no `irqlab-*` instance is left.)
+    `record` said "interrupted" and exit 130 for SIGTERM (its own handler
+    turned it into Ctrl-C); it is "terminated", 143, as for every command."""
+    out = tmp_path / "t.parquet"
+    p = start_cli("record", "--duration", "60", "--out", out)
+    instance = Path(f"/sys/kernel/tracing/instances/irqlab-{p.pid}")
+    try:
+        # Recording once its tracefs instance exists (tracefs mounted by then).
+        deadline = time.monotonic() + 60
+        while not instance.exists() and p.poll() is None and time.monotonic() < deadline:
+            time.sleep(0.05)
+        if p.poll() is not None:
+            _, err = p.communicate()
+            pytest.skip(f"record could not start here: {err.strip()}")
+        assert instance.exists(), "no tracefs instance after 60 s"
+    except BaseException:
+        p.kill()
+        raise
+    assert_terminates(p)
+    assert not instance.exists() and not out.exists()
+    assert not list(tmp_path.iterdir()), "a stopped recording left a file"
