@@ -52,7 +52,7 @@ def _once_for_all_workers(
     tmp_path_factory: pytest.TempPathFactory, name: str, make: Callable[[Path], subprocess.CompletedProcess[str]]
 ) -> tuple[subprocess.CompletedProcess[str], Path]:
     """`make(dir)` run once for the whole test run, even when pytest-xdist splits it
-    over workers (`make test` runs two): the first worker to ask runs it under a
+    over workers (`make test` runs one a CPU): the first worker to ask runs it under a
     lock in the directory the workers share, the others wait and read what it left.
     The process's result is kept beside its outputs, so a reader gets the same exit
     code and output as the worker that ran it."""
