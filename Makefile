@@ -38,9 +38,10 @@ browser:
 		apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq chromium chromium-driver >/dev/null; \
 	fi
 
-# Reinstall the pinned deps only when a lock file changes; maturin itself
+# Reinstall the pinned deps only when a lock file or this file (the install's
+# flags) changes; maturin itself
 # decides whether the Rust extension needs rebuilding.
-$(VENV)/.deps-installed: $(BOOTSTRAP) $(LOCKS)
+$(VENV)/.deps-installed: $(BOOTSTRAP) $(LOCKS) Makefile
 	test -x $(BIN)/python || $(PYTHON) -m venv $(VENV)
 	$(BIN)/python -m pip install --quiet --disable-pip-version-check -r $(BOOTSTRAP)
 	$(BIN)/uv pip install --quiet --compile-bytecode --system-certs --python $(BIN)/python $(addprefix -r ,$(LOCKS))
@@ -60,8 +61,10 @@ PROPTEST_ENV := $(if $(CI),PROPTEST_RNG_SEED=$(or $(PROPTEST_RNG_SEED),20261127)
 # read, is built once for all workers (tests/conftest.py). On this 2-core kind that
 # took the suite from 544 s to 325 s. PYTEST_WORKERS= runs them in one process.
 # Every test that records through tracefs is in tests/test_host.py (one worker):
-# some of them check that no recorder's instance or mount is left behind.
-PYTEST_WORKERS ?= -n logical --dist loadfile
+# some of them check that no recorder's instance or mount is left behind, so keep
+# --dist loadfile. `nproc`, not xdist's `logical`: psutil's count ignores the
+# CPUs a container or taskset allows.
+PYTEST_WORKERS ?= -n $(shell nproc) --dist loadfile
 
 # The Python lint, format and type checks first: they take seconds and fail fast.
 test: setup

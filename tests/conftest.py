@@ -57,8 +57,10 @@ def _once_for_all_workers(
     The process's result is kept beside its outputs, so a reader gets the same exit
     code and output as the worker that ran it."""
     base = tmp_path_factory.getbasetemp()
-    # A worker's basetemp is popen-gwN inside this run's own directory.
+    # A local worker's basetemp is popen-gwN inside this run's own directory; any
+    # other parent could be shared between runs and hand one run another's result.
     shared = base.parent if "PYTEST_XDIST_WORKER" in os.environ else base
+    assert shared == base or base.name.startswith("popen-gw"), base
     root = shared / name
     with open(shared / f"{name}.lock", "w") as lock:
         fcntl.flock(lock, fcntl.LOCK_EX)
@@ -67,7 +69,9 @@ def _once_for_all_workers(
             root.mkdir(exist_ok=True)
             p = make(root)
             kept = {"returncode": p.returncode, "stdout": p.stdout, "stderr": p.stderr}
-            done.write_text(json.dumps({"args": [str(a) for a in p.args], **kept}))
+            part = root / "completed.json.part"  # renamed whole: a crash leaves no half of it
+            part.write_text(json.dumps({"args": [str(a) for a in p.args], **kept}))
+            part.replace(done)
         return subprocess.CompletedProcess(**json.loads(done.read_text())), root
 
 
