@@ -39,8 +39,7 @@ browser:
 	fi
 
 # Reinstall the pinned deps only when a lock file or this file (the install's
-# flags) changes; maturin itself
-# decides whether the Rust extension needs rebuilding.
+# flags) changes; maturin itself decides whether the extension needs rebuilding.
 $(VENV)/.deps-installed: $(BOOTSTRAP) $(LOCKS) Makefile
 	test -x $(BIN)/python || $(PYTHON) -m venv $(VENV)
 	$(BIN)/python -m pip install --quiet --disable-pip-version-check -r $(BOOTSTRAP)

@@ -68,9 +68,17 @@ def _once_for_all_workers(
         if not done.exists():
             root.mkdir(exist_ok=True)
             p = make(root)
-            kept = {"returncode": p.returncode, "stdout": p.stdout, "stderr": p.stderr}
             part = root / "completed.json.part"  # renamed whole: a crash leaves no half of it
-            part.write_text(json.dumps({"args": [str(a) for a in p.args], **kept}))
+            part.write_text(
+                json.dumps(
+                    {
+                        "args": [str(a) for a in p.args],
+                        "returncode": p.returncode,
+                        "stdout": p.stdout,
+                        "stderr": p.stderr,
+                    }
+                )
+            )
             part.replace(done)
         return subprocess.CompletedProcess(**json.loads(done.read_text())), root
 
