@@ -35,8 +35,16 @@ def test_bench_reference_scenario_is_bundled():
 
 def test_bench_scale_times_the_same_interrupts_on_more_cpus(tmp_path):
     out = tmp_path / "scale.json"
-    p = run_cli("bench", "--scale", "4,1", "--json", out)
+    p = run_cli("bench", "--scale", "4,1", "--repeat", "2", "--json", out)
     assert_ok(p)
+    # Rounds over every size, so that a swing of the machine's speed meets each size alike.
+    progress = [line for line in p.stderr.splitlines() if line.startswith("round ")]
+    assert [line.split(":")[0] for line in progress] == [
+        "round 1/2, 1 CPUs",
+        "round 1/2, 4 CPUs",
+        "round 2/2, 1 CPUs",
+        "round 2/2, 4 CPUs",
+    ], p.stderr
     rows = json.loads(out.read_text())["tables"]["scale"]
     assert [r["cpus"] for r in rows] == [1, 4], "sizes run smallest first"
     assert [r["sources"] for r in rows] == [32, 128]

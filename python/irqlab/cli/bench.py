@@ -35,7 +35,7 @@ def bench(
         typer.Option(
             "--scale",
             help="CPU counts, e.g. 1,64,2048: the reference load spread over each (32 sources per CPU, "
-            "the same interrupts), and a table of events per wall-second.",
+            "the same interrupts), and a table of events per wall-second (--repeat: rounds over every size).",
             show_default=False,
         ),
     ] = None,
@@ -171,8 +171,15 @@ def _cpu_counts(text: str) -> list[int]:
 
 def _scale(counts: list[int], repeat: int, json_out: JsonOpt) -> None:
     """The same interrupts on ever more CPUs and sources: how the cost per event
-    grows with the machine (issue 18). Smallest first, so that the process's
-    peak memory after each size is that size's (memory grows with the size).
+    grows with the machine (issue 18).
+
+    The sizes are run in rounds, every size once a round, and each size's
+    fastest run is reported. This machine's speed swings by up to 40 % over
+    tens of seconds (a shared host): timing all of one size and then all of
+    the next would put a swing between two sizes into their ratio, where in
+    rounds every size meets it alike. The first round goes smallest first, so
+    that the process's peak memory after each size is that size's (memory
+    grows with the size).
 
     Each size is also run for 1 ns of simulated time: the run's fixed cost
     (building the machine, 65,536 sources at 2,048 CPUs; its report; tearing
@@ -184,33 +191,41 @@ def _scale(counts: list[int], repeat: int, json_out: JsonOpt) -> None:
 
     from .render import err, fmt, out, to_stdout, write_json
 
-    rows: list[dict[str, float]] = []
-    for cpus in counts:
-        text = _core.scale_scenario(cpus)
-        wall = setup = float("inf")
-        for _ in range(repeat):
+    texts = {cpus: _core.scale_scenario(cpus) for cpus in counts}
+    wall = dict.fromkeys(counts, math.inf)
+    setup = dict.fromkeys(counts, math.inf)
+    events: dict[int, float] = {}
+    rss: dict[int, float] = {}
+    for round_ in range(repeat):
+        for cpus in counts:
+            text = texts[cpus]
             t0 = time.perf_counter()
             raw, _trace = _core.run(text, f"scale-{cpus}", [], None, False)
-            wall = min(wall, time.perf_counter() - t0)
+            w = time.perf_counter() - t0
+            wall[cpus] = min(wall[cpus], w)
             t0 = time.perf_counter()
             _core.run(text, f"scale-{cpus}", ["duration=1ns"], None, False)
-            setup = min(setup, time.perf_counter() - t0)
-        m = json.loads(raw)["metrics"]
-        loop = max(wall - setup, 1e-9)
+            setup[cpus] = min(setup[cpus], time.perf_counter() - t0)
+            n = events[cpus] = json.loads(raw)["metrics"]["events"]  # the same every round: same seed
+            if round_ == 0:
+                rss[cpus] = peak_rss_mb()
+            if not to_stdout(json_out):
+                err.print(f"round {round_ + 1}/{repeat}, {cpus} CPUs: {n / w / 1e6:.2f} M events/s", markup=False)
+    rows: list[dict[str, float]] = []
+    for cpus in counts:
+        loop = max(wall[cpus] - setup[cpus], 1e-9)
         rows.append(
             {
                 "cpus": cpus,
                 "sources": 32 * cpus,
-                "events": m["events"],
-                "wall_s": wall,
-                "events_per_wall_s": m["events"] / wall,
-                "setup_s": setup,
-                "loop_events_per_wall_s": m["events"] / loop,
-                "peak_rss_mb": peak_rss_mb(),
+                "events": events[cpus],
+                "wall_s": wall[cpus],
+                "events_per_wall_s": events[cpus] / wall[cpus],
+                "setup_s": setup[cpus],
+                "loop_events_per_wall_s": events[cpus] / loop,
+                "peak_rss_mb": rss[cpus],
             }
         )
-        if not to_stdout(json_out):
-            err.print(f"{cpus} CPUs: {m['events'] / wall / 1e6:.2f} M events/s", markup=False)
     base, loop_base = rows[0]["events_per_wall_s"], rows[0]["loop_events_per_wall_s"]
     for r in rows:
         r["vs_smallest"] = r["events_per_wall_s"] / base
@@ -221,7 +236,7 @@ def _scale(counts: list[int], repeat: int, json_out: JsonOpt) -> None:
     if to_stdout(json_out):
         return
     t = Table(
-        title=f"events per wall-second as the machine grows, 32 sources per CPU (fastest of {repeat})",
+        title=f"events per wall-second as the machine grows, 32 sources per CPU (fastest of {repeat} rounds)",
         title_justify="left",
         box=box.SIMPLE_HEAD,
     )
