@@ -17,6 +17,18 @@ LOCKS := requirements/dev.lock requirements/dask.lock requirements/ray.lock
 # fail behind a TLS-inspecting proxy whose CA only the system knows (as here,
 # unless SSL_CERT_FILE names the bundle).
 BOOTSTRAP := requirements/bootstrap.lock
+# uv reads its own settings, not pip's: where a host points pip at a mirror, a
+# wheel directory or no index at all (this kind sets PIP_FIND_LINKS), uv is
+# pointed there too, unless its own variable is set. pip's lists are
+# space-separated; UV_FIND_LINKS is comma-separated.
+comma := ,
+empty :=
+space := $(empty) $(empty)
+UV_FROM_PIP := \
+	$(if $(and $(PIP_INDEX_URL),$(if $(UV_DEFAULT_INDEX),,1)),UV_DEFAULT_INDEX='$(PIP_INDEX_URL)') \
+	$(if $(and $(PIP_EXTRA_INDEX_URL),$(if $(UV_EXTRA_INDEX_URL),,1)),UV_EXTRA_INDEX_URL='$(PIP_EXTRA_INDEX_URL)') \
+	$(if $(and $(PIP_FIND_LINKS),$(if $(UV_FIND_LINKS),,1)),UV_FIND_LINKS='$(subst $(space),$(comma),$(strip $(PIP_FIND_LINKS)))') \
+	$(if $(and $(filter 1 true yes on,$(PIP_NO_INDEX)),$(if $(UV_NO_INDEX),,1)),UV_NO_INDEX=1)
 
 .PHONY: setup browser reproduce test test-long clean
 
@@ -43,7 +55,7 @@ browser:
 $(VENV)/.deps-installed: $(BOOTSTRAP) $(LOCKS) Makefile
 	test -x $(BIN)/python || $(PYTHON) -m venv $(VENV)
 	$(BIN)/python -m pip install --quiet --disable-pip-version-check -r $(BOOTSTRAP)
-	$(BIN)/uv pip install --quiet --compile-bytecode --system-certs --python $(BIN)/python $(addprefix -r ,$(LOCKS))
+	$(strip env $(UV_FROM_PIP)) $(BIN)/uv pip install --quiet --compile-bytecode --system-certs --python $(BIN)/python $(addprefix -r ,$(LOCKS))
 	touch $@
 
 reproduce: setup
