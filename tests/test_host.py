@@ -36,16 +36,25 @@ def test_syscall_cost_is_plausible_and_stable(tmp_path: Path) -> None:
     x = a["metrics"]["ns_per_call"]
     assert 5 < x < 100_000
     assert a["metrics"]["ns_per_call_min"] <= x <= a["metrics"]["ns_per_call_max"]
-    # Stable between runs: the median of a second measurement is within 3x.
-    # Another process on this CPU (a noisy CI neighbour) can slow one run, so
-    # up to three measurements are taken before calling it unstable.
-    ys = []
-    for _ in range(3):
-        ys.append(measure("syscall", "--calls", "200000", "--runs", "3", tmp=tmp_path)["metrics"]["ns_per_call"])
-        if max(x, ys[-1]) / min(x, ys[-1]) < 3:
-            break
-    else:
-        raise AssertionError(f"gettid cost unstable: {x} ns then {ys}")
+    # Stable between measurements: the fastest runs of two agree within 3x. A
+    # measurement whose loop did not have its CPU all along (`cpu_share_min` under
+    # BUSY_SHARE: a CI neighbour, such as the other test worker, came and went on
+    # that CPU) is left out while quiet ones can be had: up to six are taken. A
+    # neighbour that stays slows every measurement alike, so then the last two are
+    # compared. The fastest run is the least disturbed one, where a median still
+    # moves with a neighbour that comes and goes.
+    from irqlab.host.measure import BUSY_SHARE
+
+    taken = [a]
+
+    def quiet() -> list[dict]:
+        return [m for m in taken if m["metrics"]["cpu_share_min"] >= BUSY_SHARE]
+
+    while len(quiet()) < 2 and len(taken) < 6:
+        taken.append(measure("syscall", "--calls", "200000", "--runs", "3", tmp=tmp_path))
+    pair = quiet()[:2] if len(quiet()) >= 2 else taken[-2:]
+    fastest = [m["metrics"]["ns_per_call_min"] for m in pair]
+    assert max(fastest) / min(fastest) < 3, f"gettid cost unstable: fastest runs {fastest} ns"
     assert a["host"]["kernel"] and a["host"]["cores"] >= 1 and "boot_options" in a["host"]
     assert set(a) >= {"scenario", "seed", "version", "metrics", "histograms", "series", "tables"}
 
