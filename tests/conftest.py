@@ -87,7 +87,7 @@ def _once_for_all_workers(
 def bundled_report(tmp_path_factory) -> tuple[subprocess.CompletedProcess[str], Path]:
     """`irqlab reproduce` of every bundled figure, run once for the whole test run:
     it takes tens of seconds, and several tests read its report (none writes to it)."""
-    # 86 s alone here; beside the other worker on a slow host it could pass run_cli's
+    # 46-86 s here; beside the other worker on a slow host it could pass run_cli's
     # 300 s, which is there to stop a hang, not to time it.
     p, root = _once_for_all_workers(
         tmp_path_factory, "bundled", lambda d: run_cli("reproduce", "--out", d / "report", timeout=1800)
