@@ -24,11 +24,12 @@ BOOTSTRAP := requirements/bootstrap.lock
 comma := ,
 empty :=
 space := $(empty) $(empty)
-UV_FROM_PIP := \
-	$(if $(and $(PIP_INDEX_URL),$(if $(UV_DEFAULT_INDEX),,1)),UV_DEFAULT_INDEX='$(PIP_INDEX_URL)') \
-	$(if $(and $(PIP_EXTRA_INDEX_URL),$(if $(UV_EXTRA_INDEX_URL),,1)),UV_EXTRA_INDEX_URL='$(PIP_EXTRA_INDEX_URL)') \
-	$(if $(and $(PIP_FIND_LINKS),$(if $(UV_FIND_LINKS),,1)),UV_FIND_LINKS='$(subst $(space),$(comma),$(strip $(PIP_FIND_LINKS)))') \
-	$(if $(and $(filter 1 true yes on,$(PIP_NO_INDEX)),$(if $(UV_NO_INDEX),,1)),UV_NO_INDEX=1)
+# $(call uv_var,NAME,VALUE): NAME='VALUE' for uv, unless VALUE is empty or NAME is set.
+uv_var = $(if $(and $(2),$(if $($(1)),,1)),$(1)='$(2)')
+UV_FROM_PIP := $(call uv_var,UV_DEFAULT_INDEX,$(PIP_INDEX_URL)) \
+	$(call uv_var,UV_EXTRA_INDEX_URL,$(PIP_EXTRA_INDEX_URL)) \
+	$(call uv_var,UV_FIND_LINKS,$(subst $(space),$(comma),$(strip $(PIP_FIND_LINKS)))) \
+	$(call uv_var,UV_NO_INDEX,$(if $(filter 1 true yes on,$(PIP_NO_INDEX)),1))
 
 .PHONY: setup browser reproduce test test-long clean
 

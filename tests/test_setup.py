@@ -44,7 +44,7 @@ def test_uv_is_pointed_where_pip_is() -> None:
     assert "UV_DEFAULT_INDEX='https://mirror.example/simple'" in line
     assert "UV_EXTRA_INDEX_URL='https://extra.example/simple'" in line
     assert "UV_FIND_LINKS='/opt/wheels,/srv/wheels'" in line  # uv's list is comma-separated
-    assert "UV_NO_INDEX=1" in line
+    assert "UV_NO_INDEX='1'" in line
 
 
 def test_uv_keeps_its_own_settings_and_adds_none_unasked() -> None:
