@@ -837,11 +837,7 @@ def _status(pid: int) -> bytes:
         return b"zombie"  # gone
 
 
-def _tracefs_usable() -> bool:
-    return os.geteuid() == 0 and (Path("/sys/kernel/tracing").is_dir() or Path("/sys/kernel/debug").is_dir())
-
-
-@pytest.mark.skipif(not _tracefs_usable(), reason="recording needs root and tracefs")
+@pytest.mark.skipif(not TRACEFS_OK, reason="recording needs root and tracefs (/sys/kernel/tracing)")
 def test_sigterm_stops_a_recording_as_documented_and_removes_its_instance(tmp_path: Path) -> None:
     """(Here, with every test that records: `make test` runs a test file to a
     worker, and other tests here check that no `irqlab-*` instance is left.)
