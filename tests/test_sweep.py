@@ -77,32 +77,42 @@ def test_set_applies_to_every_point(small, tmp_path):
     assert pq.read_table(out).column("interrupts").to_pylist() == [0.0, 0.0]
 
 
-def _cluster_pids() -> set[int]:
-    """Processes a local Ray or Dask cluster leaves if it is not shut down."""
+#: Set in the environment of the sweeps these tests start, so that every process
+#: their clusters spawn (which inherit it) can be told from any other on the machine.
+CLUSTER_MARK = "IRQLAB_TEST_CLUSTER"
+
+
+def _cluster_pids(mark: str) -> set[int]:
+    """Processes of a local Ray or Dask cluster that a sweep of this test started
+    (its environment holds `CLUSTER_MARK=mark`) and left running."""
     names = ("raylet", "gcs_server", "ray::", "dask-worker", "dask-scheduler", "default_worker.py")
+    tag = f"{CLUSTER_MARK}={mark}".encode()
     pids = set()
     for d in Path("/proc").iterdir():
         if d.name.isdigit():
             try:
                 cmd = (d / "cmdline").read_bytes().replace(b"\0", b" ").decode(errors="replace")
+                if any(n in cmd for n in names) and tag in (d / "environ").read_bytes().split(b"\0"):
+                    pids.add(int(d.name))
             except OSError:
                 continue
-            if any(n in cmd for n in names):
-                pids.add(int(d.name))
     return pids
 
 
 @pytest.fixture
-def no_cluster_left():
+def no_cluster_left(monkeypatch):
     """The cluster a backend starts is gone when its sweep ends: waited for
-    (generously: Ray's processes take a moment to exit), then killed and failed."""
-    before = _cluster_pids()
+    (generously: Ray's processes take a moment to exit), then killed and failed.
+    Only the test's own cluster is looked for: a Ray or Dask cluster of the user's
+    on the same machine is not touched."""
+    mark = f"{os.getpid()}-{time.monotonic_ns()}"
+    monkeypatch.setenv(CLUSTER_MARK, mark)
     yield
     deadline = time.monotonic() + 60
-    left = _cluster_pids() - before
+    left = _cluster_pids(mark)
     while left and time.monotonic() < deadline:
         time.sleep(0.5)
-        left = _cluster_pids() - before
+        left = _cluster_pids(mark)
     for pid in left:
         with contextlib.suppress(OSError):
             os.kill(pid, signal.SIGKILL)
