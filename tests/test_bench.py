@@ -96,6 +96,10 @@ def test_a_peer_runs_beside_the_reference_and_its_ratio_is_reported(tmp_path):
     m = json.loads(out.read_text())["metrics"]
     assert m["peer.0.interrupts_per_wall_s"] == 1000.0
     assert m["peer.0.irqlab_times"] == m["interrupts_per_wall_s"] / 1000.0
+    # Per round, irqlab's run against the peer's beside it: never above the fastest
+    # irqlab run against a peer that reads 1,000 every round.
+    assert 0 < m["peer.0.irqlab_times_median_round"] <= m["peer.0.irqlab_times"]
+    assert "at the median of 2 rounds" in p.stderr
     assert "peer 0 (" in p.stderr and "peer.py" in p.stderr
     broken = tmp_path / "broken.py"
     broken.write_text("import sys\nsys.exit('no simpy here')\n")
