@@ -460,3 +460,28 @@ def test_validate_and_reproduce_find_a_metric_no_run_produces_before_running(sma
     # The metric as the run names it passes.
     (figures / "s.toml").write_text(base + expect("interrupts_per_s"))
     assert_ok(run_cli("validate", figures / "s.toml"))
+
+
+def test_help_shows_the_toml_table_names_its_text_gives():
+    """Rich reads `[name]` in a help text as markup and drops it: `[[expect]]` once
+    rendered as `[]`. Every table name a command's text gives must reach its help."""
+    import re
+
+    import typer.main
+    from typer.testing import CliRunner
+
+    from irqlab.cli import app
+
+    group = typer.main.get_command(app)
+    names = re.compile(r"\\?(\[\[?[a-z_.]+\]\]?)")
+    checked = 0
+    for name, cmd in group.commands.items():
+        texts = [cmd.help or ""] + [getattr(p, "help", None) or "" for p in cmd.params]
+        wanted = {m.group(1) for t in texts for m in names.finditer(t)}
+        if not wanted:
+            continue
+        shown = CliRunner().invoke(app, [name, "--help"], env={"COLUMNS": "240"}).output
+        for w in wanted:
+            assert w in shown, f"irqlab {name} --help lost {w}"
+            checked += 1
+    assert checked, "no help text names a TOML table: the test checks nothing"

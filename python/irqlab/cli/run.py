@@ -184,7 +184,7 @@ def _run_and_show(
 @user_errors
 def validate(scenario: ScenarioArg, set_: SetOpt = None) -> None:
     """Check a scenario (and overrides) with the run budget `run` applies, and the metrics its
-    `[[expect]]` entries and study compare, from a 100 µs run (not the whole run)."""
+    `\\[\\[expect]]` entries and study compare, from a 100 µs run (not the whole run)."""
     text, origin = read_scenario(scenario)
     overrides = check_overrides(set_)
     scen = json.loads(_core.load(text, origin, overrides))
