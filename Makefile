@@ -93,7 +93,9 @@ test: setup
 # scenarios, and the real-host tests 20 times in a row (they record this
 # machine's interrupts).
 test-long: setup
-	IRQLAB_PROPTEST_CASES=4096 cargo test --workspace --profile test-opt
+	# 40x every property test's cases: those with a count of their own through
+	# IRQLAB_PROPTEST_FACTOR, those on proptest's default (256) through PROPTEST_CASES.
+	IRQLAB_PROPTEST_FACTOR=40 PROPTEST_CASES=10240 cargo test --workspace --profile test-opt
 	IRQLAB_FUZZ_CASES=1000000 cargo test --profile test-opt -p irqlab-core --test fuzz_scenarios -- --nocapture
 	IRQLAB_LONG=1 $(BIN)/pytest -q $(PYTEST_WORKERS)
 	for i in $$(seq 20); do $(BIN)/pytest -q tests/test_host.py || exit 1; done

@@ -130,9 +130,9 @@ fn scenario(m: &Mix) -> String {
 }
 
 proptest! {
-    // `make test-long` sets IRQLAB_PROPTEST_CASES for a longer search.
+    // `make test-long` multiplies the cases by IRQLAB_PROPTEST_FACTOR for a longer search.
     #![proptest_config(ProptestConfig {
-        cases: std::env::var("IRQLAB_PROPTEST_CASES").ok().and_then(|v| v.parse().ok()).unwrap_or(64),
+        cases: 64 * std::env::var("IRQLAB_PROPTEST_FACTOR").ok().and_then(|v| v.parse().ok()).unwrap_or(1),
         ..ProptestConfig::default()
     })]
 
@@ -398,7 +398,7 @@ fn device_scenario(d: &Devices) -> String {
 
 proptest! {
     #![proptest_config(ProptestConfig {
-        cases: std::env::var("IRQLAB_PROPTEST_CASES").ok().and_then(|v| v.parse().ok()).unwrap_or(48),
+        cases: 48 * std::env::var("IRQLAB_PROPTEST_FACTOR").ok().and_then(|v| v.parse().ok()).unwrap_or(1),
         ..ProptestConfig::default()
     })]
 

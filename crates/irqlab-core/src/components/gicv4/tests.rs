@@ -118,7 +118,7 @@ fn a_vlpi_that_reaches_a_blocking_vcpu_wakes_it() {
 
 proptest! {
     #![proptest_config(ProptestConfig {
-        cases: std::env::var("IRQLAB_PROPTEST_CASES").ok().and_then(|v| v.parse().ok()).unwrap_or(16),
+        cases: 16 * std::env::var("IRQLAB_PROPTEST_FACTOR").ok().and_then(|v| v.parse().ok()).unwrap_or(1),
         ..ProptestConfig::default()
     })]
 

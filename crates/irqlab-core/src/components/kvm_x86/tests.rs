@@ -223,9 +223,9 @@ fn custom_orders_and_determinism() {
 }
 
 proptest! {
-    // `make test-long` sets IRQLAB_PROPTEST_CASES for a longer search.
+    // `make test-long` multiplies the cases by IRQLAB_PROPTEST_FACTOR for a longer search.
     #![proptest_config(ProptestConfig {
-        cases: std::env::var("IRQLAB_PROPTEST_CASES").ok().and_then(|v| v.parse().ok()).unwrap_or(24),
+        cases: 24 * std::env::var("IRQLAB_PROPTEST_FACTOR").ok().and_then(|v| v.parse().ok()).unwrap_or(1),
         ..ProptestConfig::default()
     })]
 
