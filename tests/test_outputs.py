@@ -26,6 +26,19 @@ def test_a_failing_trace_leaves_no_json_behind(small, tmp_path):
     assert sorted(x.name for x in tmp_path.iterdir()) == ["blocker"], "no temp file either"
 
 
+@pytest.mark.skipif(not os.path.exists("/dev/full"), reason="needs /dev/full")
+def test_a_device_that_fails_leaves_the_json_as_it_was(small, tmp_path):
+    """`--json keep.json --trace /dev/full` failed, yet had put a complete result in
+    keep.json: the file was renamed into place before the device was written (a review)."""
+    kept, fresh = tmp_path / "keep.json", tmp_path / "fresh.json"
+    kept.write_text("sentinel")
+    for out in (kept, fresh):
+        p = run_cli("run", small, "--json", out, "--trace", "/dev/full")
+        assert_user_error(p, "/dev/full", "No space left on device")
+    assert kept.read_text() == "sentinel"
+    assert sorted(x.name for x in tmp_path.iterdir()) == ["keep.json"], "no result, no temp file"
+
+
 def test_json_into_a_fifo_is_written_through(small, tmp_path):
     fifo = tmp_path / "pipe"
     os.mkfifo(fifo)
@@ -123,9 +136,13 @@ def test_an_output_that_names_an_input_is_refused_and_the_input_kept(small, tmp_
 
 def test_set_from_names_a_metric_that_is_not_a_number(small, tmp_path):
     measured = tmp_path / "m.json"
-    measured.write_text(json.dumps({"metrics": {"ns_per_call": "fast", "ops": 3}}))
+    measured.write_text(json.dumps({"metrics": {"ns_per_call": "fast", "ops": 3, "on": True, "none": None}}))
     p = run_cli("run", small, "--set-from", f"{measured}:ns_per_call=source.0.handler")
-    assert_user_error(p, "'ns_per_call' is 'fast', expected a number")
+    assert_user_error(p, "'ns_per_call' is \"fast\", expected a number")
+    # As the file writes them, not as Python does (it said True and None).
+    for metric, shown in (("on", "true"), ("none", "null")):
+        p = run_cli("run", small, "--set-from", f"{measured}:{metric}=source.0.handler")
+        assert_user_error(p, f"'{metric}' is {shown}, expected a number")
 
 
 def test_a_replay_scenario_without_its_trace_is_refused() -> None:

@@ -332,7 +332,8 @@ def write_all(
     written through, never replaced. `staged` are (path, temp file)
     already written by a streaming writer (`staged_file`): they replace their
     destinations with the others. On any failure, or Ctrl-C, the temp files are
-    removed and no destination has changed."""
+    removed and no file has changed (a FIFO or device written through before a
+    later one failed has had its bytes)."""
     # Two outputs to one destination would leave only the last: a bug in the caller.
     names = [p for p, _ in outputs] + [p for p, _ in staged]
     for i, a in enumerate(names):
@@ -360,14 +361,17 @@ def write_all(
                     os.fsync(f.fileno())
             except OSError as e:
                 raise UserError(f"{path}: cannot write: {e.strerror or e}") from None
-        for target, temp, content, name in [*written, *streamed]:
+        # Written through first: a device or FIFO that fails (`/dev/full`) then
+        # leaves every file as it was, where a rename cannot be taken back.
+        for target, temp, content, name in written:
             if temp is None:
                 try:
                     with open(target, "wb") as f:
                         f.write(content)
                 except OSError as e:
                     raise UserError(f"{name}: cannot write: {e.strerror or e}") from None
-            else:
+        for target, temp, _content, _name in [*written, *streamed]:
+            if temp is not None:
                 os.replace(temp, target)
     finally:
         for item in [*written, *streamed]:
@@ -699,7 +703,10 @@ def set_from(specs: Sequence[str] | None) -> list[str]:
         value = metrics.get(metric)
         if not isinstance(value, (int, float)) or isinstance(value, bool):
             if metric in metrics:
-                raise UserError(f"--set-from {path}: metric {metric!r} is {value!r}, expected a number")
+                # As the file writes it (`true`, `null`), not as Python would (`True`, `None`).
+                shown = json.dumps(value)
+                shown = shown if len(shown) <= 60 else shown[:57] + "..."
+                raise UserError(f"--set-from {path}: metric {metric!r} is {shown}, expected a number")
             numeric = sorted(k for k, v in metrics.items() if isinstance(v, (int, float)))
             known = ", ".join(numeric) or "(no numeric metrics)"
             raise UserError(f"--set-from {path}: no metric {metric!r}; it has: {known}")
