@@ -177,8 +177,22 @@ CASES = [
     ("whatif-wedge-tiny", lambda s, d: ["whatif", "--wedge-ms", "1e-12"], ["--wedge-ms 1e-12", "1 ps to"]),
     ("whatif-exceptions-tiny", lambda s, d: ["whatif", "--exceptions-per-s", "1e-30"], ["--exceptions-per-s 1e-30"]),
     ("measure-calls-huge", lambda s, d: ["measure", "syscall", "--calls", str(2**64)], ["--calls", "expected 1 to"]),
+    # An empty name was "--requests : unknown request".
+    (
+        "kvm-order-empty-request",
+        lambda s, d: ["kvm-order", SCENARIOS_DIR / "figures" / "m4-kvm-cancels.toml", "--requests", "SMI,,NMI"],
+        ["SMI,,NMI", "empty name"],
+    ),
+    # Each task maps its --mb at once: 4 x 1 TB went for the OOM killer (a review).
+    (
+        "measure-pagefault-over-ram",
+        lambda s, d: ["measure", "pagefault", "--mb", str(1 << 20), "--tasks", "4"],
+        ["--mb 1048576 x --tasks 4", "half of this machine's memory"],
+    ),
     ("record-duration-nan", lambda s, d: ["record", "--duration", "nan", "--out", d / "t.parquet"], ["--duration"]),
     ("record-duration-inf", lambda s, d: ["record", "--duration", "inf", "--out", d / "t.parquet"], ["--duration"]),
+    # Ran until killed (a review): a count past 1,000 runs is a typo.
+    ("bench-repeat-huge", lambda s, d: ["bench", "--repeat", "100000000000000000000"], ["--repeat", "1 to 1000"]),
     # Item 2: click's usage errors are one line too.
     ("usage-seed-type", lambda s, d: ["run", s, "--seed", "abc"], ["irqlab run", "--seed", "integer"]),
     ("usage-workers-type", lambda s, d: ["sweep", s, "--workers", "abc"], ["irqlab sweep", "--workers"]),
@@ -186,6 +200,8 @@ CASES = [
     ("usage-extra-argument", lambda s, d: ["run", s, "extra"], ["unexpected extra argument", "extra"]),
     ("usage-unknown-option", lambda s, d: ["run", s, "--bogus"], ["No such option", "--bogus"]),
     ("usage-unknown-command", lambda s, d: ["bogus"], ["No such command", "bogus"]),
+    # It named `irqlab`, not the command whose option lacked its value.
+    ("usage-missing-value", lambda s, d: ["run", s, "--seed"], ["irqlab run:", "--seed", "requires an argument"]),
     # An option that takes one value, given twice: click ran the last one silently.
     ("usage-repeated-seed", lambda s, d: ["run", s, "--seed", "1", "--seed=2"], ["irqlab run", "--seed", "2 times"]),
     (
@@ -208,8 +224,12 @@ def _outputs(case_id: str, out: Path) -> list[str]:
         return ["--out", str(out / "sweep.parquet")]
     if case_id.startswith(("only", "figures")):
         return ["--out", str(out / "report")]
-    if case_id.startswith(("validate", "whatif", "measure", "record", "usage-unknown-command")):
+    if case_id.startswith(
+        ("bench", "validate", "whatif", "measure", "record", "usage-unknown-command", "usage-missing")
+    ):
         return []
+    if case_id.startswith("kvm-order"):
+        return ["--json", str(out / "r.json")]
     return ["--json", str(out / "r.json"), "--trace", str(out / "r.pftrace")]
 
 
@@ -362,6 +382,13 @@ def test_unbounded_work_is_refused_naming_the_key_unless_forced(small, tmp_path)
     )
     out = tmp_path / "r.json"
     assert_user_error(run_cli("run", flood, "--json", out), "source.0.rate", "events", "--force")
+    # validate refuses it alike, and takes the --force its refusal names (it had none).
+    # (An hour at 1e9/s: over the budget, yet a quick probe, which --force still runs.)
+    long = ["--set", "duration=3600s", "--set", "source.0.rate=1e9/s"]
+    assert_user_error(run_cli("validate", flood, *long), "source.0.rate", "events", "--force")
+    p = run_cli("validate", flood, *long, "--force")
+    assert_ok(p)
+    assert "not checked: --force" in p.stdout
     assert_user_error(run_cli("run", small, "--set", "source.0.count=2147483647"), "source.0.count", "memory")
     # 2^32 - 1 slots of 8 B, 34 GB: over the limit (half the RAM) below 69 GB of RAM,
     # and the largest count the key takes; a larger machine would run it.
@@ -460,6 +487,11 @@ def test_validate_and_reproduce_find_a_metric_no_run_produces_before_running(sma
     # The metric as the run names it passes.
     (figures / "s.toml").write_text(base + expect("interrupts_per_s"))
     assert_ok(run_cli("validate", figures / "s.toml"))
+    # The probe runs what the user's --set makes of the file (it ran the file
+    # alone): GSIM's metrics exist once a --set turns it on.
+    (figures / "s.toml").write_text(base + expect("gsim.mod_ns"))
+    assert_user_error(run_cli("validate", figures / "s.toml"), "`gsim.mod_ns`", "not produced")
+    assert_ok(run_cli("validate", figures / "s.toml", "--set", "gsim.delay_us=100"))
 
 
 def test_help_shows_the_toml_table_names_its_text_gives():

@@ -427,6 +427,14 @@ def test_a_replay_counts_the_rows_it_skips_and_names_a_trace_without_entries(tmp
     pq.write_table(bogus, tmp_path / "bogus.parquet")
     p = run_cli("replay", tmp_path / "bogus.parquet", "--scenario", REPLAY_DISK)
     assert_user_error(p, 'no row has event = "entry"', "its events: bogus")
+    # No time anywhere: it said no row had event = "entry", then listed "entry" among the events.
+    timeless = table.set_column(
+        table.column_names.index("time"), "time", pa.array([None] * table.num_rows, table.schema.field("time").type)
+    )
+    pq.write_table(timeless, tmp_path / "timeless.parquet")
+    entries = table["event"].to_pylist().count("entry")
+    p = run_cli("replay", tmp_path / "timeless.parquet", "--scenario", REPLAY_DISK)
+    assert_user_error(p, f"none of its {entries:,} interrupt entries", "has a time", "expected")
 
 
 def test_a_replay_records_its_provenance_and_what_set_from_measured(tmp_path: Path) -> None:

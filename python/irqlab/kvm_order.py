@@ -139,6 +139,8 @@ def search(
     names, _, edges = _core.kvm_requests()
     chosen = [r.strip().upper() for r in (requests or DEFAULT_REQUESTS)]
     for r in chosen:
+        if not r:
+            raise UserError(f"--requests {','.join(chosen)}: an empty name, expected comma-separated requests")
         if r not in names:
             raise UserError(f"--requests {r}: unknown request, expected some of {', '.join(names)}")
     if (twice := next((r for i, r in enumerate(chosen) if r in chosen[:i]), None)) is not None:

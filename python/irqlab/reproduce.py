@@ -63,13 +63,16 @@ def figure_files(figdir: Path, only: Sequence[str] | None) -> list[Path]:
     return [known[n] for n in dict.fromkeys(only)]
 
 
-def prepare(files: list[Path]) -> list[FigureRun]:
-    """Read and validate every figure (and every variant) before running any."""
+def prepare(files: list[Path], extra: Sequence[str] = ()) -> list[FigureRun]:
+    """Read and validate every figure (and every variant) before running any.
+    `extra` are a user's `--set`s (`validate`), applied after each entry's own, as
+    `run --variant` applies them."""
     runs = []
+    extra = list(extra)
     for f in files:
         text, origin = read_scenario(f)
         try:
-            scen = json.loads(_core.load(text, origin, []))
+            scen = json.loads(_core.load(text, origin, extra))
             variants: dict[tuple[str, ...], list[dict[str, Any]]] = {}
             for exp in scen.get("expect", []):
                 variants.setdefault(tuple(exp.get("set", [])), []).append(exp)
@@ -86,19 +89,19 @@ def prepare(files: list[Path]) -> list[FigureRun]:
                 for field in ("set", "relative_to"):
                     if exp.get(field) is not None:
                         try:
-                            _core.load(text, origin, list(exp[field]))
+                            _core.load(text, origin, [*exp[field], *extra])
                         except _core.ScenarioError as e:
                             why = one_line(str(e)).removeprefix(f"{origin}: ").removeprefix("--set ")
                             raise UserError(f"{origin}: expect[{i}].{field} ({exp.get('name')}): {why}") from None
             for sets, expects in variants.items():
-                runs.append(FigureRun(f.stem, origin, text, scen, list(sets), expects))
+                runs.append(FigureRun(f.stem, origin, text, scen, [*sets, *extra], expects))
             for i, v in enumerate(study["run"] if study else []):
                 try:
-                    _core.load(text, origin, list(v["set"]))
+                    _core.load(text, origin, [*v["set"], *extra])
                 except _core.ScenarioError as e:
                     why = one_line(str(e)).removeprefix(f"{origin}: ").removeprefix("--set ")
                     raise UserError(f"{origin}: variants.run[{i}] ({v['name']}): {why}") from None
-                runs.append(FigureRun(f.stem, origin, text, scen, list(v["set"]), [], variant=v["name"]))
+                runs.append(FigureRun(f.stem, origin, text, scen, [*v["set"], *extra], [], variant=v["name"]))
         except _core.ScenarioError as e:
             raise UserError(one_line(str(e))) from None
     return runs
@@ -337,6 +340,8 @@ def probe(runs: Sequence[FigureRun]) -> None:
     (an event it places later) is checked once it has run, as before."""
     stop = _core.StopFlag()
     for r in runs:
+        if not r.expects and r.variant is None:
+            continue  # nothing to compare: no need to run it
         try:
             raw, _ = _core.run(r.text, r.origin, [*r.overrides, *PROBE], r.seed, False, stop, True)
         except _core.ScenarioError:

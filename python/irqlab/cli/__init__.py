@@ -156,9 +156,16 @@ def _root(
     """A lab for interrupt delivery on servers: simulate, measure, compare."""
 
 
-def _usage_line(e: UsageError) -> str:
-    """A click usage error as one line: the command, what was wrong, where help is."""
-    cmd = e.ctx.command_path if e.ctx is not None else "irqlab"
+def _usage_line(e: UsageError, argv: list[str]) -> str:
+    """A click usage error as one line: the command, what was wrong, where help is.
+    An option's missing value comes without a context (`run x --json`): the
+    command is then the one argv names, where it said `irqlab`."""
+    if e.ctx is not None:
+        cmd = e.ctx.command_path
+    else:
+        group = typer.main.get_command(app)
+        known = group.commands if isinstance(group, typer.core.TyperGroup) else {}
+        cmd = f"irqlab {argv[0]}" if argv and argv[0] in known else "irqlab"
     return f"{cmd}: {one_line(e.format_message())} (see {cmd} --help)"
 
 
@@ -215,7 +222,7 @@ def main(args: list[str] | None = None) -> None:
     try:
         code = app(args=argv, prog_name="irqlab", standalone_mode=False)
     except UsageError as e:
-        err.print(f"error: {_usage_line(e)}", markup=False, soft_wrap=True)
+        err.print(f"error: {_usage_line(e, argv)}", markup=False, soft_wrap=True)
         sys.exit(2)
     except KeyboardInterrupt:
         err.print("error: interrupted", markup=False)

@@ -26,7 +26,7 @@ from .render import emit, err
 @user_errors
 def bench(
     json_out: JsonOpt = None,
-    repeat: Annotated[int, typer.Option("--repeat", help="Runs; the fastest is reported.")] = 1,
+    repeat: Annotated[int, typer.Option("--repeat", help="Runs (1 to 1000); the fastest is reported.")] = 1,
     scenario: Annotated[
         Path | None, typer.Option("--scenario", help="Time this scenario instead of the reference model.")
     ] = None,
@@ -57,8 +57,8 @@ def bench(
     scenario's warm-up is run as measured time (warmup = 0), so that
     interrupts, events and simulated seconds per wall-second agree.
     """
-    if repeat < 1:
-        raise UserError(f"--repeat {repeat}: expected at least 1")
+    if not 1 <= repeat <= MAX_REPEAT:
+        raise UserError(f"--repeat {repeat}: expected a number of runs from 1 to {MAX_REPEAT}")
     if scale is not None:
         if scenario is not None or set_:
             raise UserError("--scale times its own scenarios: give it without --scenario or --set")
@@ -149,6 +149,10 @@ def _run_peer(argv: list[str], shown: str) -> float:
     if not (rate > 0 and math.isfinite(rate)):
         raise UserError(f"--peer {shown}: interrupts_per_wall_s {rate}: expected a finite number above 0")
     return rate
+
+
+#: The most --repeat takes, as `measure --runs`: a number past it is a typo, not a plan.
+MAX_REPEAT = 1000
 
 
 #: How long one peer run may take (SimPy's twin takes a few seconds).

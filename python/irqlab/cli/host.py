@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import contextlib
 import inspect
+import os
 from pathlib import Path
 from typing import Annotated, Any
 
@@ -62,6 +63,15 @@ def measure(
     ):
         if not lo <= v <= hi:
             raise UserError(f"{name} {v}: expected {lo} to {hi}")
+    if what == "pagefault":
+        # Every task maps and touches its --mb at once: past the run budget's half of
+        # the RAM that is the OOM killer's, not a measurement (a review).
+        half_mb = os.sysconf("SC_PAGE_SIZE") * os.sysconf("SC_PHYS_PAGES") // 2**21
+        if mb * tasks > half_mb:
+            raise UserError(
+                f"--mb {mb} x --tasks {tasks}: {mb * tasks:,} MB mapped at once, "
+                f"expected at most half of this machine's memory ({half_mb:,} MB)"
+            )
     if not 0 < seconds <= 600:
         raise UserError(f"--seconds {seconds}: expected more than 0 and at most 600")
     if not 0 <= warmup <= 600:

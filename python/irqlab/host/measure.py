@@ -121,7 +121,9 @@ def _worker(kind: str, i: int, barrier: Any, q: Any, warmup: float, interval: fl
         share = _share(time.thread_time() - cpu, time.monotonic() - wall)
         q.put((i, counts, None, sorted(os.sched_getaffinity(0)), share))
     except Exception as e:  # reported by the parent as one line
-        q.put((i, [], f"{type(e).__name__}: {e}", [], 0.0))
+        # The native loops' own errors say what failed (`mmap of N bytes failed: …`).
+        why = str(e) if isinstance(e, RuntimeError) else f"{type(e).__name__}: {e}"
+        q.put((i, [], why, [], 0.0))
 
 
 def _next_result(q: Any, procs: list[Any], done: dict[int, Any], kind: str, deadline: float) -> Any:

@@ -107,7 +107,13 @@ def replay(
     if not keys:
         raise UserError(f'{origin}: no [[source]] has replay = "IRQ name or number": nothing to replay')
     got, busiest = arrivals(table, keys, trace)
-    rows, usable, entries = _row_counts(table)
+    rows, usable, entries, timeless = _row_counts(table)
+    if not entries and timeless:
+        # (It said no row had event = "entry", then listed "entry" among the events.)
+        raise UserError(
+            f'{trace}: none of its {timeless:,} interrupt entries (event = "entry") has a time; '
+            "expected each entry's time in ns"
+        )
     if not entries:
         events = sorted({str(e) for e in table["event"].unique().to_pylist() if e is not None})[:8]
         raise UserError(
@@ -142,8 +148,9 @@ def replay(
     return res, warnings
 
 
-def _row_counts(table: Any) -> tuple[int, int, int]:
-    """Rows, rows with a time and an event, and interrupt entries among those."""
+def _row_counts(table: Any) -> tuple[int, int, int, int]:
+    """Rows, rows with a time and an event, interrupt entries among those, and
+    interrupt entries without a time."""
     import pyarrow as pa
     import pyarrow.compute as pc
 
@@ -151,8 +158,10 @@ def _row_counts(table: Any) -> tuple[int, int, int]:
         return int(pc.sum(pc.cast(mask, pa.int64())).as_py() or 0)
 
     valid = pc.and_(pc.is_valid(table["time"]), pc.is_valid(table["event"]))
-    entry = pc.and_(valid, pc.fill_null(pc.equal(table["event"], "entry"), False))
-    return table.num_rows, count(valid), count(entry)
+    is_entry = pc.fill_null(pc.equal(table["event"], "entry"), False)
+    entry = pc.and_(valid, is_entry)
+    timeless = pc.and_(pc.is_null(table["time"]), is_entry)
+    return table.num_rows, count(valid), count(entry), count(timeless)
 
 
 def outside_window(got: dict[str, list[int]], warmup_ns: float, duration_ns: float) -> list[str]:

@@ -75,7 +75,7 @@ pub fn parse_duration(s: &str) -> Result<Ps, String> {
 
 /// Parses a rate per second: a number, or a string `"1M/s"`, `"250k/s"`, `"31250/s"`, `"2.5G/s"`.
 pub fn parse_rate(s: &str) -> Result<f64, String> {
-    let expected = "expected a non-negative rate like \"1M/s\", \"250k/s\" or a number per second";
+    let expected = "expected a finite non-negative rate like \"1M/s\", \"250k/s\" or a number per second";
     let t = s.trim();
     let body = t.strip_suffix("/s").unwrap_or(t).trim();
     let (num, mult) = match body.chars().last() {
@@ -154,5 +154,7 @@ mod tests {
         assert_eq!(parse_rate("31250").unwrap(), 31250.0);
         assert!(parse_rate("-1/s").is_err());
         assert!(parse_rate("fast").is_err());
+        // inf is not negative: the refusal says what it is not (it said "non-negative").
+        assert!(parse_rate("inf/s").unwrap_err().contains("finite"));
     }
 }

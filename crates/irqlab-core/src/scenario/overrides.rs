@@ -35,7 +35,9 @@ pub fn apply(root: &mut toml::Value, spec: &str) -> Result<(), String> {
             toml::Value::Array(a) => {
                 let idx: usize = k.parse().map_err(|_| format!("{here} is a list, expected an index instead of \"{k}\""))?;
                 let len = a.len();
-                let slot = a.get_mut(idx).ok_or_else(|| format!("{here} has {len} entries, no index {idx}"))?;
+                let slot = a
+                    .get_mut(idx)
+                    .ok_or_else(|| format!("{here} has {len} {}, no index {idx}", if len == 1 { "entry" } else { "entries" }))?;
                 if last {
                     *slot = value;
                     return Ok(());

@@ -117,7 +117,7 @@ fn references_are_checked() {
 #[test]
 fn vm_placement_is_validated() {
     let vm = format!("{BASE}\n[[vm]]\nname = \"g\"\nvcpus = 2\npcpus = [1]\n");
-    assert!(err_of(&vm, &[]).contains("vm[0].pcpus: has 1 entries"));
+    assert!(err_of(&vm, &[]).contains("vm[0].pcpus: has 1 entry,"));
     let vm = format!("{BASE}\n[[vm]]\nname = \"g\"\nvcpus = 1\npcpus = [0]\n");
     assert!(err_of(&vm, &[]).contains("cpu 0 runs a vCPU of g"), "{}", err_of(&vm, &[]));
 }

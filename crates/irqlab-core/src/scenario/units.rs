@@ -109,7 +109,7 @@ impl<'de> Deserialize<'de> for Rate {
                 if v.is_finite() && v >= 0.0 {
                     crate::engine::time::check_rate(v).map(Rate).map_err(E::custom)
                 } else {
-                    Err(E::custom(format!("{v:?}: expected a non-negative rate per second")))
+                    Err(E::custom(format!("{v:?}: expected a finite non-negative rate per second")))
                 }
             }
             fn visit_i64<E: de::Error>(self, v: i64) -> Result<Rate, E> {

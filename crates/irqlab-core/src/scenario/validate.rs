@@ -60,7 +60,12 @@ pub fn check(s: &Scenario) -> Check {
         if vm.pcpus.len() != vm.vcpus as usize {
             return err(
                 format!("{p}.pcpus"),
-                format!("has {} entries, expected one pCPU per vCPU ({}): vCPUs are pinned 1:1", vm.pcpus.len(), vm.vcpus),
+                format!(
+                    "has {} {}, expected one pCPU per vCPU ({}): vCPUs are pinned 1:1",
+                    vm.pcpus.len(),
+                    if vm.pcpus.len() == 1 { "entry" } else { "entries" },
+                    vm.vcpus
+                ),
             );
         }
         for (j, &c) in vm.pcpus.iter().enumerate() {
