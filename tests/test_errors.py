@@ -299,7 +299,7 @@ def test_no_command_prints_the_overview_and_help_exits_0():
         assert p.returncode == 0 and "Usage: irqlab" in p.stdout, (args, p.stderr)
 
 
-def _trace(tmp: Path, times: list[int | None], names: list[str | None]) -> Path:
+def _trace(tmp: Path, times: list[int | None], names: list[str | None], fmt: bytes = b"1") -> Path:
     import pyarrow as pa
     import pyarrow.parquet as pq
 
@@ -314,7 +314,7 @@ def _trace(tmp: Path, times: list[int | None], names: list[str | None]) -> Path:
             "name": pa.array(names, pa.string()),
             "event": pa.array(["entry"] * n, pa.string()),
         }
-    ).replace_schema_metadata({SCHEMA_TAG: b"1"})
+    ).replace_schema_metadata({SCHEMA_TAG: fmt})
     p = tmp / "t.parquet"
     pq.write_table(table, p)
     return p
@@ -341,6 +341,17 @@ def test_replay_of_a_trace_with_null_names_uses_the_irq_number(tmp_path):
     import json
 
     assert json.loads(out.read_text())["metrics"]["replay.24.recorded"] == 3  # the row without a time is skipped
+
+
+def test_replay_of_a_trace_format_it_does_not_know_is_refused(tmp_path):
+    """A trace tagged with another format (a later irqlab's) was replayed without a word."""
+    pytest.importorskip("pyarrow")
+    sc = write(tmp_path, "r.toml", REPLAY)
+    for fmt, shown in ((b"99", "'99'"), (b"\xff", "'\ufffd'")):
+        trace = _trace(tmp_path, [0, 1000], ["a", "a"], fmt)
+        out = tmp_path / "r.json"
+        assert_user_error(run_cli("replay", trace, "--scenario", sc, "--json", out), f"format {shown}", "expected '1'")
+        assert not out.exists()
 
 
 def test_replay_of_a_trace_too_long_for_simulated_time_is_refused(tmp_path):

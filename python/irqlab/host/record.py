@@ -40,6 +40,8 @@ MOUNTED_MARK = Path("/run/irqlab-record.mounted")
 MOUNT = ["mount", "-t", "tracefs", "nodev", str(TRACEFS)]
 EVENTS = ("irq/irq_handler_entry", "irq/irq_handler_exit")
 SCHEMA_TAG = b"irqlab.trace"
+#: The trace format `record` writes under SCHEMA_TAG, and the one `replay` reads.
+TRACE_FORMAT = b"1"
 
 # "  <idle>-0  [001] d.h1.  1234.567890: irq_handler_entry: irq=36 name=virtio1-req.0"
 LINE = re.compile(r"^\s*.+?-\d+\s+(?:\(\s*[-\d]+\)\s+)?\[(\d+)\]\s+(?:\S+\s+)?(\d+)\.(\d+):\s+(\w+):\s*(.*)$")
@@ -295,7 +297,7 @@ def to_table(text: str, raw: str | None, snaps: dict[str, Any], duration: float)
         ]
     )
     meta = {
-        SCHEMA_TAG: b"1",
+        SCHEMA_TAG: TRACE_FORMAT,
         b"irqlab.version": _core.__version__.encode(),
         b"irqlab.duration_s": str(duration).encode(),
         b"irqlab.host": json.dumps(host_info()).encode(),

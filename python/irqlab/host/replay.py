@@ -11,7 +11,7 @@ from typing import Any
 
 from .. import _core
 from .._util import UserError, in_worker, one_line, time_ns
-from .record import SCHEMA_TAG
+from .record import SCHEMA_TAG, TRACE_FORMAT
 
 REQUIRED = {"time": "int64", "cpu": "int32", "irq": "int32", "name": "string", "event": "string"}
 #: The columns replay reads (with `kind`, when the trace has it).
@@ -36,6 +36,14 @@ def read_trace(path: Path) -> Any:
             raise UserError(
                 f"{path}: not an irqlab trace (expected columns time, cpu, irq, name, event as written by "
                 f"`irqlab record`; missing or mistyped: {', '.join(missing) or 'the irqlab.trace tag'})"
+            )
+        # A format this version does not know was replayed without a word (a review).
+        version = (schema.metadata or {})[SCHEMA_TAG]
+        if version != TRACE_FORMAT:
+            shown = version.decode("utf-8", "replace")[:20]
+            raise UserError(
+                f"{path}: irqlab trace format {shown!r}, expected {TRACE_FORMAT.decode()!r} "
+                "(the format `irqlab record` of this version writes)"
             )
         # Only what `arrivals` reads: not `cpu` or `duration` (16 bytes a row).
         return pq.read_table(path, columns=[c for c in (*ARRIVAL_COLUMNS, "kind") if c in got])
