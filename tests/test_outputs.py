@@ -139,6 +139,12 @@ def test_set_from_names_a_metric_that_is_not_a_number(small, tmp_path):
     measured.write_text(json.dumps({"metrics": {"ns_per_call": "fast", "ops": 3, "on": True, "none": None}}))
     p = run_cli("run", small, "--set-from", f"{measured}:ns_per_call=source.0.handler")
     assert_user_error(p, "'ns_per_call' is \"fast\", expected a number")
+    # A value the scenario refuses is named by its --set-from (it read as a --set never typed).
+    measured.write_text(json.dumps({"metrics": {"ns_per_call": -5}}))
+    spec = f"{measured}:ns_per_call=source.0.handler"
+    line = assert_user_error(run_cli("run", small, "--set-from", spec), f"--set-from {spec}", "source.0.handler=-5ns")
+    assert "--set source" not in line, line
+    measured.write_text(json.dumps({"metrics": {"ns_per_call": "fast", "ops": 3, "on": True, "none": None}}))
     # As the file writes them, not as Python does (it said True and None).
     for metric, shown in (("on", "true"), ("none", "null")):
         p = run_cli("run", small, "--set-from", f"{measured}:{metric}=source.0.handler")

@@ -621,6 +621,23 @@ def _set_from_targets(specs: Sequence[str] | None) -> list[tuple[str, str, str]]
     return out
 
 
+def check_measured(
+    text: str, origin: str, before: Sequence[str], measured: Sequence[str], specs: Sequence[str] | None
+) -> None:
+    """A measured value the scenario refuses is named by its `--set-from`, where the
+    core named it as a `--set` the user never typed (`--set source.0.handler=-5ns`).
+    `measured` is `set_from(specs)`, one override per spec; `before` are the
+    overrides applied ahead of them (a variant's)."""
+    from . import _core
+
+    for ov, spec in zip(measured, specs or [], strict=True):
+        try:
+            _core.load(text, origin, [*before, ov])
+        except _core.ScenarioError as e:
+            why = one_line(str(e)).removeprefix(f"{origin}: ").removeprefix(f"--set {ov}: ")
+            raise UserError(f"--set-from {spec} (measured: {ov}): {why}") from None
+
+
 def refuse_set_and_set_from(sets: Sequence[str] | None, specs: Sequence[str] | None) -> None:
     """A --set of a key a --set-from also sets (or of `task.N.body` when the
     measured whole pass sets `task.N.per_op`, which takes over from the body)

@@ -15,6 +15,7 @@ from .. import provenance
 from .._util import (
     UserError,
     bundled_file,
+    check_measured,
     check_overrides,
     measured_keys,
     note_input,
@@ -275,7 +276,9 @@ def replay(
         trace = bundled  # traces/virtio-disk, as the README names it, from any directory
     note_input(trace)
     refuse_set_and_set_from(set_, set_from_)
-    overrides = set_from(set_from_) + check_overrides(set_)
+    measured = set_from(set_from_)
+    check_measured(text, origin, [], measured, set_from_)
+    overrides = measured + check_overrides(set_)
     refuse_input_outputs(json=json_out)
     res, warnings = hrep.replay(trace, text, origin, overrides, check_seed(seed), force)
     for w in warnings:

@@ -15,6 +15,7 @@ from .. import _core, provenance
 from .._util import (
     UserError,
     atomic_write,
+    check_measured,
     check_overrides,
     duration_s,
     in_worker,
@@ -119,6 +120,7 @@ def run(
     measured = set_from(set_from_)  # reads (and notes) the --set-from files
     refuse_input_outputs(json=json_out, trace=trace_out)
     sets = variant_overrides(scenario, variant) if variant is not None else []
+    check_measured(text, origin, sets, measured, set_from_)
     overrides = sets + measured + check_overrides(set_)
     s = check_seed(seed)
     # A trace for a file streams into a temp file beside it (memory stays bounded
