@@ -147,6 +147,11 @@ def test_tornado_puts_the_largest_change_first() -> None:
         # A value the factors leave as it was read as "+0.00 %", insensitive (a review).
         (["--param", "cpu.sgi_latency", "--factor", "2"], ["--param cpu.sgi_latency", "0 ps x 2 is 0 ps again"]),
         (["--param", "platform.cpus", "--factor", "1.2"], ["--param platform.cpus", "2 x 1.2 is 2 again"]),
+        # A scaled value the scenario refuses, named by --param and factor, not as a --set.
+        (
+            ["--param", "source.0.rate", "--factor", "1000", "--set", "source.0.rate=1e10/s"],
+            ["--param source.0.rate x 1000 = 10000000000000.0", "at most 1e12/s"],
+        ),
     ],
 )
 def test_bad_input_is_one_line(small: Path, args: list[str], needles: list[str]) -> None:

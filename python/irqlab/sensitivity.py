@@ -229,7 +229,9 @@ def plan(base: FigureRun, params: Sequence[str], factors: Sequence[float], force
             if not force:
                 _core.check_budget(r.text, r.origin, r.overrides)
         except _core.ScenarioError as e:
-            raise UserError(f"{one_line(str(e))} ({v.param} x {v.factor:g} = {v.value})") from None
+            # Named by the --param and factor: the core names it as a --set nobody typed.
+            why = one_line(str(e)).removeprefix(f"{r.origin}: ").removeprefix(f"--set {v.override}: ")
+            raise UserError(f"{r.origin}: --param {v.param} x {v.factor:g} = {v.value}: {why}") from None
         runs.append(r)
     return Plan(base, vs, runs)
 
