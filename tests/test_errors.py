@@ -191,6 +191,8 @@ CASES = [
     ),
     ("record-duration-nan", lambda s, d: ["record", "--duration", "nan", "--out", d / "t.parquet"], ["--duration"]),
     ("record-duration-inf", lambda s, d: ["record", "--duration", "inf", "--out", d / "t.parquet"], ["--duration"]),
+    # It wrote Parquet under the .csv name, where a sweep refuses it.
+    ("record-out-csv", lambda s, d: ["record", "--duration", "1", "--out", d / "t.csv"], ["--out", "t.csv", "Parquet"]),
     # Ran until killed (a review): a count past 1,000 runs is a typo.
     ("bench-repeat-huge", lambda s, d: ["bench", "--repeat", "100000000000000000000"], ["--repeat", "1 to 1000"]),
     # Item 2: click's usage errors are one line too.

@@ -26,7 +26,19 @@ from .._util import (
     set_from,
 )
 from ..result import document
-from . import ForceOpt, JsonOpt, SeedOpt, SetFromOpt, SetOpt, app, check_seed, output_file, summary, user_errors
+from . import (
+    NOT_PARQUET,
+    ForceOpt,
+    JsonOpt,
+    SeedOpt,
+    SetFromOpt,
+    SetOpt,
+    app,
+    check_seed,
+    output_file,
+    summary,
+    user_errors,
+)
 from .render import err, out, print_result, to_stdout, write_json
 
 
@@ -133,6 +145,9 @@ def record(
         raise UserError(f"--duration {duration}: expected seconds above 0 and at most 3600")
     if str(out_file) == "-":
         raise UserError("--out -: record writes a Parquet file; expected a file name such as trace.parquet")
+    if out_file.suffix.lower() in NOT_PARQUET:
+        # As a sweep's --out: trace.csv would have held Parquet (a review).
+        raise UserError(f"--out {out_file}: record writes Parquet; expected a name such as trace.parquet")
     steps = max(1, int(duration * 10))
     with progress(f"recording {duration:g} s", steps) as advance:
         done = [0]
