@@ -158,7 +158,10 @@ CASES = [
         lambda s, d: ["sweep", s, "--grid", "seed=1", "--backend", "dask", "--address", "notaurl"],
         ["--address notaurl", "tcp://HOST:PORT"],
     ),
-    ("whatif-cpus-inf", lambda s, d: ["whatif", "--cpus", "inf"], ["--cpus", "finite"]),
+    ("whatif-cpus-inf", lambda s, d: ["whatif", "--cpus", "inf"], ["--cpus", "from 1 to 4096"]),
+    # -1 and 0 were refused with different ranges (at least 0; from 1).
+    ("whatif-cpus-neg", lambda s, d: ["whatif", "--cpus", "8,-1"], ["--cpus '8,-1'", "from 1 to 4096"]),
+    ("whatif-cpus-0", lambda s, d: ["whatif", "--cpus", "0"], ["--cpus '0'", "from 1 to 4096"]),
     ("whatif-wedge-nan", lambda s, d: ["whatif", "--wedge-ms", "nan"], ["--wedge-ms", "finite"]),
     ("whatif-sdei-after-nan", lambda s, d: ["whatif", "--sdei-after-ms", "nan"], ["--sdei-after-ms", "finite"]),
     # 0 and -1 refused with the same words (it said "at least 0" for -1, then refused 0).

@@ -85,10 +85,15 @@ def whatif(
     if irqs_per_s is not None and irqs_from_host is not None:
         raise UserError("--irqs-per-s and --irqs-from-host: give one or the other")
     irqs = wi.host_irqs_per_s(irqs_from_host) if irqs_from_host is not None else (irqs_per_s or 0.0)
-    given = _floats("--cpus", cpus)
-    counts = [int(c) for c in given]
-    if not counts or any(c < 1 or c > 4096 or c != g for c, g in zip(counts, given, strict=True)):
-        raise UserError(f"--cpus {cpus!r}: expected whole CPU counts from 1 to 4096")
+    # One refusal for every bad count (-1 read "finite numbers of at least 0", 0 this).
+    bad_cpus = UserError(f"--cpus {cpus!r}: expected whole CPU counts from 1 to 4096, comma-separated")
+    try:
+        given = [float(v) for v in cpus.split(",")]
+    except ValueError:
+        raise bad_cpus from None
+    if not all(1 <= g <= 4096 and g.is_integer() for g in given):
+        raise bad_cpus
+    counts = [int(g) for g in given]
     finite = {
         "--exceptions-per-s": exceptions_per_s,
         "--irqs-per-s": irqs,
