@@ -205,6 +205,10 @@ CASES = [
     ("usage-extra-argument", lambda s, d: ["run", s, "extra"], ["unexpected extra argument", "extra"]),
     ("usage-unknown-option", lambda s, d: ["run", s, "--bogus"], ["No such option", "--bogus"]),
     ("usage-unknown-command", lambda s, d: ["bogus"], ["No such command", "bogus"]),
+    # An empty path read as `.` (".: is a directory"); an unset shell variable, named.
+    ("usage-empty-scenario", lambda s, d: ["run", ""], ["irqlab run: argument 2 is empty", "expected a value"]),
+    ("usage-empty-json", lambda s, d: ["run", s, "--json", ""], ["irqlab run: --json's value is empty"]),
+    ("usage-empty-json-eq", lambda s, d: ["run", s, "--json="], ["irqlab run: --json's value is empty"]),
     # It named `irqlab`, not the command whose option lacked its value.
     ("usage-missing-value", lambda s, d: ["run", s, "--seed"], ["irqlab run:", "--seed", "requires an argument"]),
     # An option that takes one value, given twice: click ran the last one silently.
@@ -230,7 +234,7 @@ def _outputs(case_id: str, out: Path) -> list[str]:
     if case_id.startswith(("only", "figures")):
         return ["--out", str(out / "report")]
     if case_id.startswith(
-        ("bench", "validate", "whatif", "measure", "record", "usage-unknown-command", "usage-missing")
+        ("bench", "validate", "whatif", "measure", "record", "usage-unknown-command", "usage-missing", "usage-empty")
     ):
         return []
     if case_id.startswith("kvm-order"):

@@ -202,6 +202,21 @@ class Terminated(SystemExit):
     """SIGTERM, unwinding like Ctrl-C (temp files and tracefs instances go)."""
 
 
+def _empty_argument(argv: list[str]) -> str | None:
+    """An empty argument (`irqlab run "$SCEN"` with SCEN unset) as an error line;
+    None if there is none. No option or argument takes an empty value, and a
+    path made of one read as `.`, the current directory ("is a directory")."""
+    cmd = f"irqlab {argv[0]}" if argv and argv[0] and not argv[0].startswith("-") else "irqlab"
+    for i, a in enumerate(argv[: argv.index("--") if "--" in argv else None]):
+        if a == "":
+            before = argv[i - 1] if i > 0 and argv[i - 1].startswith("-") and "=" not in argv[i - 1] else None
+            what = f"{before}'s value" if before else f"argument {i + 1}"
+            return f"{cmd}: {what} is empty (an unset shell variable?): expected a value"
+        if a.startswith("-") and a.endswith("=") and "=" not in a[:-1]:
+            return f"{cmd}: {a[:-1]}'s value is empty (an unset shell variable?): expected a value"
+    return None
+
+
 def _terminated(signum: int, _frame: object) -> None:
     raise Terminated(128 + signum)
 
@@ -218,6 +233,9 @@ def main(args: list[str] | None = None) -> None:
         argv = ["--help"]
     if (repeated := _repeated_option(argv)) is not None:
         err.print(f"error: {repeated}", markup=False, soft_wrap=True)
+        sys.exit(2)
+    if (empty := _empty_argument(argv)) is not None:
+        err.print(f"error: {empty}", markup=False, soft_wrap=True)
         sys.exit(2)
     try:
         code = app(args=argv, prog_name="irqlab", standalone_mode=False)
