@@ -135,6 +135,8 @@ def test_an_output_that_names_an_input_is_refused_and_the_input_kept(small, tmp_
 
 
 def test_set_from_names_a_metric_that_is_not_a_number(small, tmp_path):
+    import irqlab
+
     measured = tmp_path / "m.json"
     measured.write_text(json.dumps({"metrics": {"ns_per_call": "fast", "ops": 3, "on": True, "none": None}}))
     p = run_cli("run", small, "--set-from", f"{measured}:ns_per_call=source.0.handler")
@@ -144,6 +146,15 @@ def test_set_from_names_a_metric_that_is_not_a_number(small, tmp_path):
     spec = f"{measured}:ns_per_call=source.0.handler"
     line = assert_user_error(run_cli("run", small, "--set-from", spec), f"--set-from {spec}", "source.0.handler=-5ns")
     assert "--set source" not in line, line
+    # Checked with the user's --set, as the run applies them: a measured per_op
+    # that the file's entry cost leaves no body for is right once a --set lowers
+    # that cost (checked alone, it was refused).
+    measured.write_text(json.dumps({"metrics": {"ns_per_call": 90}}))
+    yield_ = irqlab.SCENARIOS_DIR / "examples" / "wis-sched-yield.toml"
+    short = ["--set", "duration=50us", "--set", "warmup=0s"]
+    spec = f"{measured}:ns_per_call=task.0.body"
+    assert_user_error(run_cli("run", yield_, "--set-from", spec, *short), f"--set-from {spec}", "task.0.per_op=90ns")
+    assert_ok(run_cli("run", yield_, "--set-from", spec, "--set", "cpu.exception_entry=10ns", *short))
     measured.write_text(json.dumps({"metrics": {"ns_per_call": "fast", "ops": 3, "on": True, "none": None}}))
     # As the file writes them, not as Python does (it said True and None).
     for metric, shown in (("on", "true"), ("none", "null")):

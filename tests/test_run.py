@@ -212,6 +212,25 @@ def test_every_bundled_scenario_validates():
     probe(prepare(files))
 
 
+def test_the_probe_runs_the_users_sets_and_no_longer_than_the_run(monkeypatch):
+    """validate's probe ran the file without the user's --set, and always for
+    100 us: a --set that shortened a flood to 1 us left a 100 us flood to probe."""
+    from irqlab import reproduce
+
+    md1 = irqlab.SCENARIOS_DIR / "examples" / "md1-queue.toml"
+    real, seen = reproduce._core.run, []
+
+    def spy(text, origin, overrides, *rest):
+        seen.append(list(overrides))
+        return real(text, origin, overrides, *rest)
+
+    monkeypatch.setattr(reproduce._core, "run", spy)
+    for user, probed in ((["duration=1us", "warmup=0s"], 'duration="1000000ps"'), ([], 'duration="100000000ps"')):
+        seen.clear()
+        reproduce.probe(reproduce.prepare([md1], ["source.0.rate=40k/s", *user]))
+        assert seen and all("source.0.rate=40k/s" in o and o[-2] == probed for o in seen), seen
+
+
 def test_the_bundled_trace_replays_without_root() -> None:
     import irqlab
 

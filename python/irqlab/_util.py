@@ -333,7 +333,8 @@ def write_all(
     already written by a streaming writer (`staged_file`): they replace their
     destinations with the others. On any failure, or Ctrl-C, the temp files are
     removed and no file has changed (a FIFO or device written through before a
-    later one failed has had its bytes)."""
+    later one failed has had its bytes). So a FIFO is written, waiting for its
+    reader, before the files are renamed into place, just after it is closed."""
     # Two outputs to one destination would leave only the last: a bug in the caller.
     names = [p for p, _ in outputs] + [p for p, _ in staged]
     for i, a in enumerate(names):
@@ -622,20 +623,37 @@ def _set_from_targets(specs: Sequence[str] | None) -> list[tuple[str, str, str]]
 
 
 def check_measured(
-    text: str, origin: str, before: Sequence[str], measured: Sequence[str], specs: Sequence[str] | None
+    text: str,
+    origin: str,
+    before: Sequence[str],
+    measured: Sequence[str],
+    after: Sequence[str],
+    specs: Sequence[str] | None,
 ) -> None:
     """A measured value the scenario refuses is named by its `--set-from`, where the
     core named it as a `--set` the user never typed (`--set source.0.handler=-5ns`).
-    `measured` is `set_from(specs)`, one override per spec; `before` are the
-    overrides applied ahead of them (a variant's)."""
+    `measured` is `set_from(specs)`, one override per spec, applied between `before`
+    (a variant's) and `after` (the user's `--set`s). Checked as the run applies them,
+    all together: the core compares keys with each other (a `per_op` against its
+    `cpu.exception_entry`), so a value refused alone may be right with the rest.
+    Only when the whole is refused and the rest alone is not is the first
+    `--set-from` that breaks it named; otherwise the core's own error stands."""
     from . import _core
 
-    for ov, spec in zip(measured, specs or [], strict=True):
+    def refusal(overrides: list[str]) -> str | None:
         try:
-            _core.load(text, origin, [*before, ov])
+            _core.load(text, origin, overrides)
         except _core.ScenarioError as e:
-            why = one_line(str(e)).removeprefix(f"{origin}: ").removeprefix(f"--set {ov}: ")
-            raise UserError(f"--set-from {spec} (measured: {ov}): {why}") from None
+            return one_line(str(e))
+        return None
+
+    if not measured or refusal([*before, *measured, *after]) is None or refusal([*before, *after]) is not None:
+        return
+    for k, (ov, spec) in enumerate(zip(measured, specs or [], strict=True)):
+        why = refusal([*before, *measured[: k + 1], *after])
+        if why is not None:
+            why = why.removeprefix(f"{origin}: ").removeprefix(f"--set {ov}: ")
+            raise UserError(f"--set-from {spec} (measured: {ov}): {why}")
 
 
 def refuse_set_and_set_from(sets: Sequence[str] | None, specs: Sequence[str] | None) -> None:

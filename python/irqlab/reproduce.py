@@ -12,7 +12,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from . import _core
-from ._util import UserError, one_line, read_scenario
+from ._util import UserError, duration_s, one_line, read_scenario
 
 if TYPE_CHECKING:
     from .sensitivity import Plan
@@ -328,12 +328,13 @@ def _study_value(run: FigureRun, metric: str) -> float:
 
 # Long enough for every metric to appear (a task's `ns_per_op` needs an
 # operation done), short enough to cost nothing beside building the machine.
-PROBE = ['duration="100us"', 'warmup="0s"']
+#: How long a probe runs, at most (in ps): 100 µs.
+PROBE_PS = 100_000_000
 
 
 def probe(runs: Sequence[FigureRun]) -> None:
     """Before any long run, each run's scenario (its overrides kept) runs for
-    100 µs of simulated time, and every metric its expectations compare and its
+    100 µs of simulated time (or its own duration, if shorter), and every metric its expectations compare and its
     study lists must be among those it produces, in the units they give: a
     misspelt metric then fails at once, not after minutes of simulation
     (`validate` and `reproduce` ask). A scenario that refuses so short a window
@@ -343,7 +344,12 @@ def probe(runs: Sequence[FigureRun]) -> None:
         if not r.expects and r.variant is None:
             continue  # nothing to compare: no need to run it
         try:
-            raw, _ = _core.run(r.text, r.origin, [*r.overrides, *PROBE], r.seed, False, stop, True)
+            # No longer than the run itself: that is within the run budget (checked
+            # unless --force), where a --set that shortened a flood made the 100 µs
+            # probe the longest part (40 s to validate a 1 µs run; a review).
+            ps = min(round(duration_s(r.text, r.origin, r.overrides) * 1e12), PROBE_PS)
+            probe_sets = [f'duration="{ps}ps"', 'warmup="0s"']
+            raw, _ = _core.run(r.text, r.origin, [*r.overrides, *probe_sets], r.seed, False, stop, True)
         except _core.ScenarioError:
             continue
         p = replace(r, result=json.loads(raw))

@@ -292,8 +292,9 @@ def replay(
     note_input(trace)
     refuse_set_and_set_from(set_, set_from_)
     measured = set_from(set_from_)
-    check_measured(text, origin, [], measured, set_from_)
-    overrides = measured + check_overrides(set_)
+    user = check_overrides(set_)
+    check_measured(text, origin, [], measured, user, set_from_)
+    overrides = measured + user
     refuse_input_outputs(json=json_out)
     res, warnings = hrep.replay(trace, text, origin, overrides, check_seed(seed), force)
     for w in warnings:

@@ -120,8 +120,9 @@ def run(
     measured = set_from(set_from_)  # reads (and notes) the --set-from files
     refuse_input_outputs(json=json_out, trace=trace_out)
     sets = variant_overrides(scenario, variant) if variant is not None else []
-    check_measured(text, origin, sets, measured, set_from_)
-    overrides = sets + measured + check_overrides(set_)
+    user = check_overrides(set_)
+    check_measured(text, origin, sets, measured, user, set_from_)
+    overrides = sets + measured + user
     s = check_seed(seed)
     # A trace for a file streams into a temp file beside it (memory stays bounded
     # whatever trace.max_events is); for stdout, a FIFO or a device it comes back as bytes.

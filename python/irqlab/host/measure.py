@@ -122,7 +122,7 @@ def _worker(kind: str, i: int, barrier: Any, q: Any, warmup: float, interval: fl
         q.put((i, counts, None, sorted(os.sched_getaffinity(0)), share))
     except Exception as e:  # reported by the parent as one line
         # The native loops' own errors say what failed (`mmap of N bytes failed: …`).
-        why = str(e) if isinstance(e, RuntimeError) else f"{type(e).__name__}: {e}"
+        why = str(e) if type(e) is RuntimeError and str(e) else f"{type(e).__name__}: {e}"
         q.put((i, [], why, [], 0.0))
 
 
