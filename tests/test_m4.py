@@ -88,7 +88,7 @@ def test_order_search_beyond_exhaustive_is_a_local_search() -> None:
         (["kvm-order", FIG, "--requests", "PMU,WHAT"], ["--requests WHAT", "unknown request"]),
         # It said "name at least two different requests" beside two different ones.
         (["kvm-order", FIG, "--requests", "SMI,SMI,NMI"], ["--requests SMI", "given twice"]),
-        (["kvm-order", irqlab.SCENARIOS_DIR / "examples" / "md1-queue.toml"], ["no [kvm] section"]),
+        (["kvm-order", irqlab.SCENARIOS_DIR / "examples" / "md1-queue.toml"], ["md1-queue.toml: no [kvm] section"]),
     ],
 )
 def test_bad_input(args: list, needles: list[str], tmp_path: Path) -> None:

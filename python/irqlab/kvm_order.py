@@ -70,11 +70,13 @@ class Evaluated:
         }
 
 
-def base_order(scenario: dict[str, Any]) -> list[str]:
+def base_order(scenario: dict[str, Any], origin: str = "the scenario") -> list[str]:
     _, presets, _ = _core.kvm_requests()
     kvm = scenario.get("kvm")
     if not kvm:
-        raise UserError("the scenario has no [kvm] section: order search needs a KVM workload")
+        raise UserError(
+            f"{origin}: no [kvm] section: order search needs a KVM workload, expected e.g. figures/m4-kvm-cancels"
+        )
     order = kvm.get("order", "upstream-before")
     if isinstance(order, str):
         return list(dict(presets)[order])
@@ -135,7 +137,7 @@ def search(
         scen = json.loads(_core.load(text, origin, list(overrides)))
     except _core.ScenarioError as e:
         raise UserError(one_line(str(e))) from None
-    base = base_order(scen)
+    base = base_order(scen, origin)
     names, _, edges = _core.kvm_requests()
     chosen = [r.strip().upper() for r in (requests or DEFAULT_REQUESTS)]
     for r in chosen:
