@@ -169,3 +169,48 @@ def test_an_unknown_metric_counts_every_column_it_leaves_out():
     assert known.endswith(" and 2 more and 3 per-CPU or per-instance (cpuN.*, ...)"), known
     assert _known(["a", "cpu0.x"]) == "a and 1 per-CPU or per-instance (cpuN.*, ...)"
     assert _known(["a", "b"]) == "a, b"
+
+
+def test_names_with_dollars_and_brackets_are_drawn_as_text() -> None:
+    """A `$` pair in a user's figure name was read as TeX: `$\\mathrm{x$` raised
+    ValueError in the plot, after every run, and no report was written."""
+    from irqlab.report import figure_plot, figure_table
+
+    row = {
+        "name": "cost $\\mathrm{x$ [fio] <b>",  # two `$`: math to matplotlib
+        "kind": "prediction",
+        "published": 2.0,
+        "simulated": 2.1,
+        "tolerance": 0.1,
+        "unit": "ms",
+        "within_tolerance": True,
+    }
+    assert figure_plot(row).startswith("<img")
+    full = {**row, "metric": "m", "source": "s", "error": 0.05, "scenario": "my#fig", "overrides": []}
+    html = figure_table([full], {"my#fig": ("trace-my#fig.pftrace", "my#fig")})
+    assert "&lt;b&gt;" in html and 'href="trace-my%23fig.pftrace"' in html
+    assert '<tr class="pass">' in html and "&plusmn;10%" in html
+    # A prediction out of tolerance is a miss, coloured as one, not as a failed fit.
+    missed = figure_table([{**full, "within_tolerance": False, "error": 0.5}], {})
+    assert '<tr class="miss">' in missed and ">miss<" in missed
+
+
+def test_a_study_plot_draws_a_time_in_its_unit(monkeypatch) -> None:
+    """The axis scale `axis_in` returns was dropped: 5,000 ns read "5 ks"."""
+    from irqlab import report
+
+    figs = []
+    monkeypatch.setattr(report, "img", lambda fig, alt: figs.append(fig) or "<img>")
+    runs = [
+        {"name": f"r{i}", "group": "g", "values": {"cpus": float(i), "gic.dirty_wait_mean_ns": 5000.0 * i}}
+        for i in (1, 2)
+    ]
+    st = {"scenario": "s", "plot": {"x": "cpus", "y": "gic.dirty_wait_mean_ns"}, "runs": runs}
+    report.study_plot(st)
+    [fig] = figs
+    fig.canvas.draw()
+    ax = fig.axes[0]
+    labels = [t.get_text() for t in ax.get_yticklabels() if t.get_text()]
+    assert labels and all(t.endswith("s") and "ks" not in t for t in labels), labels
+    assert any("µs" in t for t in labels), labels
+    assert max(y for line in ax.get_lines() for y in line.get_ydata()) == 10000e-9

@@ -131,7 +131,7 @@ def test_the_reproduce_report_shows_its_figures_plots_and_traces(
     table = browser.find_element(By.ID, "figures")
     heads = [th.text for th in table.find_elements(By.TAG_NAME, "th")]
     assert {"figure", "kind", "published", "simulated", "status"} <= set(heads), heads
-    rows = table.find_elements(By.CSS_SELECTOR, "tr.pass, tr.fail")
+    rows = table.find_elements(By.CSS_SELECTOR, "tr.pass, tr.miss, tr.fail")
     figures = json.loads((reproduce_page.parent / "figures.json").read_text())["figures"]
     assert len(rows) == len(figures) > 20, [r.text for r in rows]  # every bundled figure, a row each
     text = table.text

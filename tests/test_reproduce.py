@@ -60,7 +60,10 @@ def test_a_matching_figure_passes_with_a_full_report(figures, tmp_path, measured
     p = run_cli("reproduce", "--figures", figures, "--only", "good", "--out", out)
     assert_ok(p)
     doc = json.loads((out / "figures.json").read_text())
-    assert list(doc) == ["figures", "counts", "studies", "sensitivity", "provenance"]
+    assert list(doc) == ["figures", "counts", "studies", "sensitivity", "traces", "provenance"]
+    assert doc["traces"] == ["trace-good.pftrace"] and (out / "trace-good.pftrace").exists()
+    # A part of the figures says so, on the page and in the JSON (it read as the whole).
+    assert doc["provenance"]["scope"] == f"--figures {figures}; --only good"
     assert doc["sensitivity"] == []  # only the M5 figures have a tornado plot
     assert doc["provenance"]["irqlab"] == irqlab.__version__ and doc["provenance"]["commit"]
     assert doc["counts"] == {"predictions": 1, "predictions_within_tolerance": 1, "fits": 0, "fits_reproduced": 0}
@@ -72,9 +75,11 @@ def test_a_matching_figure_passes_with_a_full_report(figures, tmp_path, measured
     assert fig["error"] == pytest.approx((measured - measured * 1.02) / (measured * 1.02))
     assert fig["within_tolerance"] is True and fig["tolerance"] == 0.05
     assert fig["source"] == "test: synthetic figure"
+    assert fig["status"] == "pass"
 
     page = (out / "index.html").read_text()
     assert "good-rate" in page and "<table" in page
+    assert "Part of the figures only:</strong> --figures" in page
     # Self-contained: plots are inline PNGs, nothing is fetched.
     imgs = re.findall(r'src="data:image/png;base64,([A-Za-z0-9+/=]+)"', page)
     assert len(imgs) >= 2  # the figure plot and at least the error overview
@@ -106,6 +111,21 @@ def test_a_prediction_that_misses_is_a_result_unless_strict(figures, tmp_path):
     assert "1 of 2 predictions within tolerance; 0 of 0 fits reproduced" in p.stdout
     p = run_cli("reproduce", "--figures", figures, "--only", "good", "--only", "bad", "--out", out, "--strict")
     assert p.returncode == 1, p.stdout + p.stderr
+
+
+def test_a_figure_name_with_brackets_and_dollars_is_text_everywhere(tmp_path, small, measured):
+    """`[/fio]` in a name raised rich's MarkupError after the report was written
+    (exit 1, as a failed fit), `[fio]` vanished, and `$...$` in a plot title was TeX."""
+    d = tmp_path / "figs [x]"
+    d.mkdir()
+    name = "rate [/fio] [fio] $\\mathrm{x$"
+    toml_name = name.replace("\\", "\\\\")  # a TOML string escapes its backslash
+    (d / "f.toml").write_text(small.read_text() + expect("interrupts_per_s", measured, 0.05, toml_name, "1/s"))
+    out = tmp_path / "out [y]"
+    p = run_cli("reproduce", "--figures", d, "--out", out)
+    assert_ok(p)
+    assert name in p.stdout and "[y]" in p.stdout, p.stdout
+    assert json.loads((out / "figures.json").read_text())["figures"][0]["name"] == name
 
 
 def test_no_figures_writes_an_empty_report_and_warns(tmp_path):
@@ -303,10 +323,12 @@ def test_a_report_over_an_earlier_one_keeps_no_trace_of_a_figure_it_lacks(figure
     """A second report into the same --out left the first one's trace of a
     figure it did not run beside its own page, linked from nothing (a review)."""
     out = tmp_path / "report"
+    assert_ok(run_cli("reproduce", "--figures", figures, "--only", "good", "--only", "bad", "--out", out))
+    assert (out / "trace-bad.pftrace").exists()
+    # Not the report's: it lists its own traces, and only those go (`--out .` took a user's).
+    (out / "trace-mine.pftrace").write_bytes(b"the user's own")
     assert_ok(run_cli("reproduce", "--figures", figures, "--only", "good", "--out", out))
-    (out / "trace-bad.pftrace").write_bytes(b"an earlier report's")
-    assert_ok(run_cli("reproduce", "--figures", figures, "--only", "good", "--out", out))
-    assert sorted(p.name for p in out.glob("trace-*.pftrace")) == ["trace-good.pftrace"]
+    assert sorted(p.name for p in out.glob("trace-*.pftrace")) == ["trace-good.pftrace", "trace-mine.pftrace"]
 
 
 def test_figures_that_name_a_file_say_it_is_not_a_directory(small):

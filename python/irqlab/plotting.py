@@ -13,13 +13,21 @@ from collections.abc import Collection, Sequence
 from html import escape
 from typing import Any
 
-# The object-oriented API with no pyplot: no GUI backend, no global state,
-# so this is safe in CI and from threads.
+# The object-oriented API with no pyplot: no GUI backend and no current
+# figure, so this is safe in CI and from threads.
+import matplotlib
 from matplotlib.axes import Axes
 from matplotlib.figure import Figure
 from matplotlib.ticker import EngFormatter, FuncFormatter, LogLocator, NullFormatter
 
 from .cli.summary import human, human_rate, sig3, unit_of
+
+# Titles and legends carry names from users' scenarios: a `$` there is text,
+# not TeX (a figure named `$\mathrm{x$` raised ValueError after every run had
+# finished, and no report was written; a review). Read when a text is made, so
+# set once here, before any report module draws: the one global setting.
+matplotlib.rcParams["text.parse_math"] = False
+
 
 COLORS = ["#1f77b4", "#d62728", "#2ca02c", "#ff7f0e", "#9467bd", "#8c564b", "#e377c2", "#7f7f7f", "#bcbd22", "#17becf"]
 
@@ -33,8 +41,10 @@ td.l, th.l { text-align: left; }
 td.src { min-width: 12em; max-width: 24em; color: #444; }
 tr > td.l:first-child { min-width: 10em; }
 tr.fail td { background: #fde8e8; }
+tr.miss td { background: #fff4e0; }
 tr.pass td.v { color: #1a7f37; font-weight: bold; }
 tr.fail td.v { color: #c62828; font-weight: bold; }
+tr.miss td.v { color: #b45309; font-weight: bold; }
 .kind { display: inline-block; padding: 0 0.4em; border-radius: 0.3em; }
 .kind.fit { background: #eee; color: #555; }
 .kind.prediction { background: #dbeafe; color: #1e40af; }

@@ -11,6 +11,7 @@ from collections.abc import Sequence
 from decimal import Decimal
 from html import escape
 from typing import Any
+from urllib.parse import quote
 
 from matplotlib.figure import Figure
 from matplotlib.ticker import EngFormatter, FuncFormatter, MaxNLocator, NullFormatter
@@ -119,7 +120,7 @@ def figure_table(rows: Sequence[dict[str, Any]], traces: dict[str, tuple[str, st
         ok = r["within_tolerance"]
         err = "n/a" if r["error"] is None else f"{r['error']:+.2%}"
         # Against a published zero the tolerance is absolute, in the figure's unit.
-        tol = f"{r['tolerance']:.2%}" if r["published"] != 0 else number(r["tolerance"], r["unit"])
+        tol = f"{100 * r['tolerance']:.3g}%" if r["published"] != 0 else number(r["tolerance"], r["unit"])
         scen = escape(r["scenario"])
         if r["scenario"] in traces:
             # One run per file is traced (the file as is, else its first run): a
@@ -127,7 +128,8 @@ def figure_table(rows: Sequence[dict[str, Any]], traces: dict[str, tuple[str, st
             file, traced = traces[r["scenario"]]
             own = r["scenario"] + (f" [{', '.join(r['overrides'])}]" if r["overrides"] else "")
             label = "trace" if own == traced else "trace of another run"
-            scen += f' <a href="{escape(file)}" title="Perfetto trace of {escape(traced)}">{label}</a>'
+            # URL-quoted: a file named `my#fig` linked to `trace-my` and a fragment.
+            scen += f' <a href="{escape(quote(file))}" title="Perfetto trace of {escape(traced)}">{label}</a>'
         if r["overrides"]:
             scen += f'<br><span class="note">{escape(", ".join(r["overrides"]))}</span>'
         name = escape(r["name"])
@@ -135,7 +137,8 @@ def figure_table(rows: Sequence[dict[str, Any]], traces: dict[str, tuple[str, st
             what = "why it misses" if not ok else "what it rests on"
             name += f'<br><span class="note">{what}: {escape(r["doc"])}</span>'
         out.append(
-            f'<tr class="{"pass" if ok else "fail"}">'
+            # A miss is a result (a prediction out of tolerance), not a failure: its own colour.
+            f'<tr class="{verdict(r).lower()}">'
             f'<td class="l">{name}</td><td class="l">{_kind(r)}</td>'
             f'<td class="l">{scen}</td><td class="l"><code>{_breakable(r["metric"])}</code></td>'
             f"<td>{_as_published(r['published'], r['unit'], r['tolerance'])}</td>"
@@ -209,16 +212,22 @@ def _series(r: FigureRun, name: str) -> tuple[list[float], list[float]] | None:
 # -- studies -----------------------------------------------------------------
 
 
-def study_plot(st: dict[str, Any]) -> str:
-    """A study's `y` against `x`, one line per group of runs (its `[variants.plot]`)."""
+def study_plot(st: dict[str, Any], result: dict[str, Any] | None = None) -> str:
+    """A study's `y` against `x`, one line per group of runs (its `[variants.plot]`);
+    `result` is one of its runs', for the unit of a histogram statistic."""
     pl = st["plot"]
     fig = Figure(figsize=(6.4, 3.8))
     ax = fig.add_subplot()
+    # Each axis in its unit and scaled to it (a time in s, with its prefix): the
+    # scale was dropped, so 5,000 ns read "5 ks" (a review).
+    units = {w: metric_unit(pl[w], result) for w in ("x", "y")}
+    vals = {w: [r["values"][pl[w]] for r in st["runs"] if r["values"][pl[w]] is not None] for w in ("x", "y")}
+    scales = {w: axis_in(ax, units[w], w, vals[w]) for w in ("x", "y")}
     groups: dict[str, list[tuple[float, float]]] = {}
     for r in st["runs"]:
         x, y = r["values"][pl["x"]], r["values"][pl["y"]]
         if x is not None and y is not None:
-            groups.setdefault(r.get("group") or r["name"], []).append((x, y))
+            groups.setdefault(r.get("group") or r["name"], []).append((x * scales["x"], y * scales["y"]))
     # Single runs (a lone per-CPU or switch-rate point) are in the table; lines need two points.
     # Markers and dashes differ per line, so that one lying on another still shows.
     drawn = [(g, sorted(pts)) for g, pts in groups.items() if len(pts) >= 2]
@@ -232,13 +241,13 @@ def study_plot(st: dict[str, Any]) -> str:
             label=g,
         )
     for which, key in (("x", pl["x"]), ("y", pl["y"])):
-        unit = unit_of(key)
-        vals = [p[0 if which == "x" else 1] for _, pts in drawn for p in pts]
+        unit = units[which]
+        drawn_vals = [p[0 if which == "x" else 1] for _, pts in drawn for p in pts]
         if pl.get(f"log_{which}"):
             (ax.set_xscale if which == "x" else ax.set_yscale)("log")
-            if vals and min(vals) > 0:
-                log_ticks(ax, min(vals), max(vals), which)
-        axis_in(ax, unit, which, vals)
+            if drawn_vals and min(drawn_vals) > 0:
+                log_ticks(ax, min(drawn_vals), max(drawn_vals), which)
+        axis_in(ax, unit, which, vals[which])
         axis = ax.xaxis if which == "x" else ax.yaxis
         if pl.get(f"log_{which}") and unit in ("", "MB", "MHz"):
             # A log axis labels only its decades (10^1) unless told: 5, 10, 20, 50...
@@ -355,10 +364,10 @@ def study_tables(studies: Sequence[dict[str, Any]], runs: Sequence[FigureRun] = 
     out = []
     for st in studies:
         out.append(f"<h3>{escape(st['scenario'])}</h3>")
-        plots = [study_plot(st)] if st.get("plot") else policy_plots(st, runs)
+        result = next((r.result for r in runs if r.stem == st["scenario"] and r.variant is not None), None)
+        plots = [study_plot(st, result)] if st.get("plot") else policy_plots(st, runs)
         if plots:
             out.append('<div class="plots">' + "\n".join(plots) + "</div>")
-        result = next((r.result for r in runs if r.stem == st["scenario"] and r.variant is not None), None)
         units = [metric_unit(m, result) for m in st["metrics"]]
         rows = []
         for r in st["runs"]:
@@ -468,7 +477,7 @@ def trace_section(traces: Sequence[dict[str, Any]]) -> list[str]:
         rows.append(
             [
                 escape(t["figure"]),
-                f'<a href="{escape(t["file"])}">{escape(t["file"])}</a>',
+                f'<a href="{escape(quote(t["file"]))}">{escape(t["file"])}</a>',
                 escape(t["run"]),
                 size,
                 f"{t['max_events']:,}",
@@ -494,8 +503,10 @@ def render(
     studies: Sequence[dict[str, Any]] = (),
     sensitivity: Sequence[dict[str, Any]] = (),
     traces: Sequence[dict[str, Any]] = (),
+    scope: str | None = None,
 ) -> str:
-    """The whole page as a string."""
+    """The whole page as a string. `scope` says what part of the figures ran
+    (`--only`, `--figures`), None for all the bundled ones."""
     from .reproduce import summary
 
     out = [
@@ -507,6 +518,9 @@ def render(
         "published number) was tuned: it confirms nothing. Status: pass (within tolerance), miss (a "
         "prediction out of tolerance: a result), FAIL (a fit that no longer reproduces).</p>",
     ]
+    if scope is not None:
+        # A partial report read as the whole reproduction ("2 of 2 fits reproduced"; a review).
+        out.insert(1, f"<p><strong>Part of the figures only:</strong> {escape(scope)}.</p>")
     if not rows:
         out.append(
             "<p><strong>No figures to reproduce:</strong> no figure scenario with "

@@ -2,12 +2,14 @@
 
 from __future__ import annotations
 
+import json
 import os
 from pathlib import Path
 from typing import Annotated, Any
 
 import typer
 from rich import box
+from rich.markup import escape
 from rich.table import Table
 
 from .. import SCENARIOS_DIR, _core
@@ -71,24 +73,30 @@ def reproduce(
     made_by = {"irqlab": _core.__version__, "commit": commit()}
     # The page names the commit too, as figures.json does: a report pasted alone says what made it.
     version = f"{_core.__version__} (commit {made_by['commit']})"
-    page = report.render(rows, runs, version, studies, sensitivity, traces)
+    parts = ([f"--figures {figdir}"] if figures is not None else []) + ([f"--only {', '.join(only)}"] if only else [])
+    scope = "; ".join(parts) or None
+    page = report.render(rows, runs, version, studies, sensitivity, traces, scope)
+    earlier = _earlier_traces(out_dir / "figures.json")
     doc = dump(
         {
-            "figures": rows,
+            # Each row's verdict as the page and the terminal give it, so a reader of
+            # the JSON need not recompute it.
+            "figures": [{**r, "status": repro.verdict(r)} for r in rows],
             "counts": repro.counts(rows),
             "studies": studies,
             "sensitivity": sensitivity,
-            "provenance": made_by,
+            "traces": [t["file"] for t in traces],
+            "provenance": {**made_by, "scope": scope},
         }
     )
     outputs: list[tuple[Path, bytes | str]] = [(out_dir / t["file"], t["data"]) for t in traces]
     write_all([*outputs, (out_dir / "figures.json", doc), (out_dir / "index.html", page)])
     # An earlier report's traces of figures this one does not have would sit
-    # beside it, linked from nothing and read as this run's (a review).
+    # beside it, linked from nothing and read as this run's (a review). Only
+    # those its figures.json lists: `--out .` took a user's own trace-foo.pftrace.
     ours = {t["file"] for t in traces}
-    for old in out_dir.glob("trace-*.pftrace"):
-        if old.name not in ours:
-            old.unlink(missing_ok=True)
+    for name in earlier - ours:
+        (out_dir / name).unlink(missing_ok=True)
 
     if not rows and not studies:
         err.print(
@@ -101,22 +109,43 @@ def reproduce(
         out.print(_table(rows, out_dir))
     if studies:
         n = sum(len(s["runs"]) for s in studies)
-        out.print(f"{len(studies)} studies ({n} runs without expectations) in {out_dir / 'index.html'}")
+        out.print(f"{len(studies)} studies ({n} runs without expectations) in {out_dir / 'index.html'}", markup=False)
     if traces:
         out.print(f"{len(traces)} Perfetto traces (trace-FIGURE.pftrace beside it: open in ui.perfetto.dev)")
     if sensitivity:
         names = ", ".join(s["scenario"] for s in sensitivity)
-        out.print(f"sensitivity of {names} ({len(extra)} runs): tornado plots in {out_dir / 'index.html'}")
-    out.print(repro.summary(rows))
+        out.print(
+            f"sensitivity of {names} ({len(extra)} runs): tornado plots in {out_dir / 'index.html'}", markup=False
+        )
+    out.print(repro.summary(rows), markup=False)
     if any(not r["within_tolerance"] and (strict or r["kind"] == "fit") for r in rows):
         raise typer.Exit(1)
+
+
+def _earlier_traces(figures_json: Path) -> set[str]:
+    """The trace files an earlier report in this directory wrote (its figures.json
+    lists them), as bare names of the trace-*.pftrace form; none if there is no
+    such report or it cannot be read."""
+    try:
+        listed = json.loads(figures_json.read_text()).get("traces", [])
+    except (OSError, ValueError, AttributeError):
+        return set()
+    return {
+        n
+        for n in listed
+        if isinstance(n, str) and n == Path(n).name and n.startswith("trace-") and n.endswith(".pftrace")
+    }
 
 
 def _table(rows: list[dict[str, Any]], out_dir: Path) -> Table:
     """The figures, verdict first, numbers in readable units (the simulated one
     in the published one's): it fits a piped console's 80 columns, and if a
     narrower one cuts the last columns the verdict, what a CI log needs, stays."""
-    t = Table(title=f"figures ({out_dir / 'index.html'})", title_justify="left", box=box.SIMPLE_HEAD, pad_edge=False)
+    # Names and paths are the user's: `[fio]` in them is text, not rich markup (it
+    # vanished, and `[/fio]` raised MarkupError after the report was written).
+    t = Table(
+        title=escape(f"figures ({out_dir / 'index.html'})"), title_justify="left", box=box.SIMPLE_HEAD, pad_edge=False
+    )
     name_width = min(14, max(len(r["name"]) for r in rows))
     for c in ("figure", "verdict", "error", "tol.", "kind", "published", "simulated"):
         t.add_column(
@@ -137,7 +166,7 @@ def _table(rows: list[dict[str, Any]], out_dir: Path) -> Table:
         simulated = "n/a" if r["simulated"] is None else f"{_figures4(r['simulated'] / scale)} {unit}".rstrip()
         tol = f"±{r['tolerance']:.0%}" if round(r["tolerance"] * 100, 6).is_integer() else f"±{r['tolerance']:.1%}"
         published = _figures4(r["published"] / scale)
-        t.add_row(r["name"], verdict, e, tol, kind, published, simulated)
+        t.add_row(escape(r["name"]), verdict, e, tol, kind, published, escape(simulated))
     return t
 
 
