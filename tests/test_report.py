@@ -214,3 +214,35 @@ def test_a_study_plot_draws_a_time_in_its_unit(monkeypatch) -> None:
     assert labels and all(t.endswith("s") and "ks" not in t for t in labels), labels
     assert any("µs" in t for t in labels), labels
     assert max(y for line in ax.get_lines() for y in line.get_ydata()) == 10000e-9
+
+
+def test_a_published_bound_reads_alike_on_the_page_and_in_the_terminal() -> None:
+    """ "≤ 500 ms" on the page, "0.25" in the terminal and "250 ms" in the plot's
+    text, with an error of -60.5 % against a middle nobody published (a review)."""
+    from rich.console import Console
+
+    from irqlab.cli.reproduce import _table
+    from irqlab.report import figure_plot, figure_table
+
+    row = {
+        "name": "host under 0.5 s",
+        "kind": "prediction",
+        "published": 0.25e9,
+        "simulated": 0.099e9,
+        "tolerance": 1.0,
+        "unit": "ns",
+        "within_tolerance": True,
+        "metric": "m",
+        "source": "s",
+        "error": -0.605,
+        "scenario": "f",
+        "overrides": [],
+        "relative_to": None,
+    }
+    page = figure_table([row], {})
+    assert "&le; 500 ms" in page and "in range" in page and "60.5" not in page
+    assert "published ≤ 500 ms" in figure_plot(row)
+    console = Console(width=200, record=True)
+    console.print(_table([row], Path("r")))
+    text = console.export_text()
+    assert "≤ 500" in text and "in range" in text and "60.5" not in text, text

@@ -19,7 +19,7 @@ from matplotlib.ticker import EngFormatter, FuncFormatter, MaxNLocator, NullForm
 from .cli.summary import unit_of
 from .plotting import COLORS, axis_in, img, log_ticks, metric_unit, number, page, table, value_text
 from .report_mechanisms import figure_runs, mechanism_section
-from .reproduce import LOOSE, FigureRun, verdict
+from .reproduce import LOOSE, FigureRun, published_range, verdict
 from .sensitivity import shown, tornado
 
 MAX_SERIES_PER_RUN = 12  # a page of 50 panels helps nobody; the JSON has the rest
@@ -46,10 +46,10 @@ def figure_plot(row: dict[str, Any]) -> str:
     scale = axis_in(ax, unit, "x", [pub, sim])
     band = tol * abs(pub) if pub != 0 else tol
     ax.axvspan((pub - band) * scale, (pub + band) * scale, color="#cde4f7")
-    if tol >= LOOSE and pub > 0 and math.isfinite(pub):
+    if published_range(row) is not None:
         # A published range or bound (as the table shows it): the band, not a bar at its middle.
         lo, hi = pub - band, pub + band
-        text = f"≤ {value_text(hi, unit)}" if lo <= 0 else f"{value_text(lo, unit)} \u2013 {value_text(hi, unit)}"
+        text = range_text((lo, hi), unit)
         ax.barh([1], [(hi - max(lo, 0.0)) * scale], left=max(lo, 0.0) * scale, color="#1f77b4", height=0.2)
         ax.text(hi * scale, 1, " " + text, va="center", fontsize=7)
     else:
@@ -67,11 +67,17 @@ def figure_plot(row: dict[str, Any]) -> str:
     # The band's meaning in the title: a legend sat on the bars' value labels.
     ax.set_title(f"{row['name']} ({row['kind']}; shaded: tolerance ±{100 * tol:.3g}%)", fontsize=9)
     verdict_text = "within tolerance" if row["within_tolerance"] else "outside tolerance"
+    rng = published_range(row)
+    shown = value_text(pub, unit) if rng is None else range_text(rng, unit)
     return img(
-        fig,
-        f"{row['name']} ({row['kind']}): published {value_text(pub, unit)}, simulated {value_text(sim, unit)}, "
-        + verdict_text,
+        fig, f"{row['name']} ({row['kind']}): published {shown}, simulated {value_text(sim, unit)}, " + verdict_text
     )
+
+
+def range_text(rng: tuple[float, float], unit: str) -> str:
+    """A published range or bound as text: "≤ 500 ms", "0.99 MHz to 5.01 MHz", with an en dash."""
+    lo, hi = rng
+    return f"≤ {value_text(hi, unit)}" if lo <= 0 else f"{value_text(lo, unit)} \u2013 {value_text(hi, unit)}"
 
 
 def error_overview(rows: Sequence[dict[str, Any]]) -> str:
@@ -118,7 +124,10 @@ def figure_table(rows: Sequence[dict[str, Any]], traces: dict[str, tuple[str, st
     out = [f'<div class="wide"><table id="figures"><tr>{cells}<th class="l">source</th></tr>']
     for r in rows:
         ok = r["within_tolerance"]
+        # A range or bound has no error against its middle (it read -60.5 % within "≤ 500 ms").
         err = "n/a" if r["error"] is None else f"{r['error']:+.2%}"
+        if published_range(r) is not None and r["simulated"] is not None:
+            err = "in range" if ok else "out of range"
         # Against a published zero the tolerance is absolute, in the figure's unit.
         tol = f"{100 * r['tolerance']:.3g}%" if r["published"] != 0 else number(r["tolerance"], r["unit"])
         scen = escape(r["scenario"])

@@ -385,6 +385,16 @@ def verdict(row: dict[str, Any]) -> str:
 LOOSE = 0.5
 
 
+def published_range(row: dict[str, Any]) -> tuple[float, float] | None:
+    """The range a loose figure stands for (a published range or bound, its
+    tolerance `LOOSE` or wider): (low, high), low 0 for a bound; None for a
+    figure read as a value. The page, the terminal and the plots show it alike."""
+    pub, tol = row["published"], row["tolerance"]
+    if tol < LOOSE or not (pub > 0 and math.isfinite(pub)):
+        return None
+    return max(pub * (1 - tol), 0.0), pub * (1 + tol)
+
+
 def summary(rows: Sequence[dict[str, Any]]) -> str:
     c = counts(rows)
     loose = sum(r["within_tolerance"] and r["kind"] != "fit" and r["tolerance"] >= LOOSE for r in rows)

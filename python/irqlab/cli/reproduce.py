@@ -15,6 +15,7 @@ from rich.table import Table
 from .. import SCENARIOS_DIR, _core
 from .._util import progress, write_all
 from ..provenance import commit
+from ..reproduce import published_range
 from ..reproduce import verdict as figure_verdict
 from . import app, check_workers, output_dir, user_errors
 from .render import dump, err, out
@@ -166,6 +167,11 @@ def _table(rows: list[dict[str, Any]], out_dir: Path) -> Table:
         simulated = "n/a" if r["simulated"] is None else f"{_figures4(r['simulated'] / scale)} {unit}".rstrip()
         tol = f"±{r['tolerance']:.0%}" if round(r["tolerance"] * 100, 6).is_integer() else f"±{r['tolerance']:.1%}"
         published = _figures4(r["published"] / scale)
+        if (rng := published_range(r)) is not None:
+            # A published range or bound, as the page shows it; no error against its middle.
+            lo, hi = (_figures4(v / scale) for v in rng)
+            published = f"≤ {hi}" if rng[0] <= 0 else f"{lo}\u2013{hi}"
+            e = e if r["simulated"] is None else "in range" if r["within_tolerance"] else "out"
         t.add_row(escape(r["name"]), verdict, e, tol, kind, published, escape(simulated))
     return t
 
