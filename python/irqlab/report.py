@@ -22,7 +22,7 @@ from .report_mechanisms import figure_runs, mechanism_section
 from .reproduce import LOOSE, FigureRun, published_range, verdict
 from .sensitivity import shown, tornado
 
-MAX_SERIES_PER_RUN = 12  # a page of 50 panels helps nobody; the JSON has the rest
+MAX_SERIES_PER_RUN = 12  # a page of 50 panels helps nobody; `irqlab run --json` has them all
 #: A study with more variants than this gets its latency tail as bars, not one
 #: percentile line per variant (twenty overlapping lines read as one).
 MAX_PERCENTILE_LINES = 8
