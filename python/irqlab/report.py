@@ -19,7 +19,7 @@ from matplotlib.ticker import EngFormatter, FuncFormatter, MaxNLocator, NullForm
 from .cli.summary import unit_of
 from .plotting import COLORS, axis_in, img, log_ticks, metric_unit, number, page, table, value_text
 from .report_mechanisms import figure_runs, mechanism_section
-from .reproduce import LOOSE, FigureRun, published_range, verdict
+from .reproduce import FigureRun, published_range, verdict
 from .sensitivity import shown, tornado
 
 MAX_SERIES_PER_RUN = 12  # a page of 50 panels helps nobody; `irqlab run --json` has them all
@@ -46,12 +46,12 @@ def figure_plot(row: dict[str, Any]) -> str:
     scale = axis_in(ax, unit, "x", [pub, sim])
     band = tol * abs(pub) if pub != 0 else tol
     ax.axvspan((pub - band) * scale, (pub + band) * scale, color="#cde4f7")
-    if published_range(row) is not None:
+    rng = published_range(row)
+    if rng is not None:
         # A published range or bound (as the table shows it): the band, not a bar at its middle.
-        lo, hi = pub - band, pub + band
-        text = range_text((lo, hi), unit)
-        ax.barh([1], [(hi - max(lo, 0.0)) * scale], left=max(lo, 0.0) * scale, color="#1f77b4", height=0.2)
-        ax.text(hi * scale, 1, " " + text, va="center", fontsize=7)
+        lo, hi = rng
+        ax.barh([1], [(hi - lo) * scale], left=lo * scale, color="#1f77b4", height=0.2)
+        ax.text(hi * scale, 1, " " + range_text(rng, unit), va="center", fontsize=7)
     else:
         ax.barh([1], [pub * scale], color="#1f77b4", height=0.6)
         ax.text(pub * scale, 1, " " + value_text(pub, unit), va="center", fontsize=7)
@@ -67,7 +67,6 @@ def figure_plot(row: dict[str, Any]) -> str:
     # The band's meaning in the title: a legend sat on the bars' value labels.
     ax.set_title(f"{row['name']} ({row['kind']}; shaded: tolerance ±{100 * tol:.3g}%)", fontsize=9)
     verdict_text = "within tolerance" if row["within_tolerance"] else "outside tolerance"
-    rng = published_range(row)
     shown = value_text(pub, unit) if rng is None else range_text(rng, unit)
     return img(
         fig, f"{row['name']} ({row['kind']}): published {shown}, simulated {value_text(sim, unit)}, " + verdict_text
@@ -150,7 +149,7 @@ def figure_table(rows: Sequence[dict[str, Any]], traces: dict[str, tuple[str, st
             f'<tr class="{verdict(r).lower()}">'
             f'<td class="l">{name}</td><td class="l">{_kind(r)}</td>'
             f'<td class="l">{scen}</td><td class="l"><code>{_breakable(r["metric"])}</code></td>'
-            f"<td>{_as_published(r['published'], r['unit'], r['tolerance'])}</td>"
+            f"<td>{_as_published(r)}</td>"
             f"<td>{number(r['simulated'], r['unit'])}</td>"
             f'<td>{err}</td><td>&plusmn;{tol}</td><td class="v">{verdict(r)}</td>'
             f'<td class="l src">{escape(r["source"])}</td></tr>'
@@ -159,12 +158,13 @@ def figure_table(rows: Sequence[dict[str, Any]], traces: dict[str, tuple[str, st
     return "\n".join(out)
 
 
-def _as_published(x: float, unit: str, tolerance: float = 0.0) -> str:
+def _as_published(row: dict[str, Any]) -> str:
     """A published value with the digits it was published with (178.4, not
     178): the reader compares it with the paper. A loose tolerance stands for a
     published range or bound, and shows as one ("≤ 500 ms", not "250 ms")."""
-    if tolerance >= LOOSE and x > 0 and math.isfinite(x):
-        lo, hi = x * (1 - tolerance), x * (1 + tolerance)
+    x, unit = row["published"], row["unit"]
+    if (rng := published_range(row)) is not None:
+        lo, hi = rng
         return f"&le; {number(hi, unit)}" if lo <= 0 else f"{number(lo, unit)} &ndash; {number(hi, unit)}"
     shown = number(x, unit)
     digits = len(Decimal(repr(float(x))).normalize().as_tuple().digits)
