@@ -156,16 +156,19 @@ def _root(
     """A lab for interrupt delivery on servers: simulate, measure, compare."""
 
 
+def _command_name(argv: list[str]) -> str:
+    """The command argv names, as a message leads with it (`irqlab run`), or
+    `irqlab` when its first word is not one."""
+    group = typer.main.get_command(app)
+    known = group.commands if isinstance(group, typer.core.TyperGroup) else {}
+    return f"irqlab {argv[0]}" if argv and argv[0] in known else "irqlab"
+
+
 def _usage_line(e: UsageError, argv: list[str]) -> str:
     """A click usage error as one line: the command, what was wrong, where help is.
     An option's missing value comes without a context (`run x --json`): the
     command is then the one argv names, where it said `irqlab`."""
-    if e.ctx is not None:
-        cmd = e.ctx.command_path
-    else:
-        group = typer.main.get_command(app)
-        known = group.commands if isinstance(group, typer.core.TyperGroup) else {}
-        cmd = f"irqlab {argv[0]}" if argv and argv[0] in known else "irqlab"
+    cmd = e.ctx.command_path if e.ctx is not None else _command_name(argv)
     return f"{cmd}: {one_line(e.format_message())} (see {cmd} --help)"
 
 
@@ -206,14 +209,15 @@ def _empty_argument(argv: list[str]) -> str | None:
     """An empty argument (`irqlab run "$SCEN"` with SCEN unset) as an error line;
     None if there is none. No option or argument takes an empty value, and a
     path made of one read as `.`, the current directory ("is a directory")."""
-    cmd = f"irqlab {argv[0]}" if argv and argv[0] and not argv[0].startswith("-") else "irqlab"
     for i, a in enumerate(argv[: argv.index("--") if "--" in argv else None]):
         if a == "":
             before = argv[i - 1] if i > 0 and argv[i - 1].startswith("-") and "=" not in argv[i - 1] else None
             what = f"{before}'s value" if before else f"argument {i + 1}"
-            return f"{cmd}: {what} is empty (an unset shell variable?): expected a value"
-        if a.startswith("-") and a.endswith("=") and "=" not in a[:-1]:
-            return f"{cmd}: {a[:-1]}'s value is empty (an unset shell variable?): expected a value"
+        elif a.startswith("-") and a.endswith("=") and "=" not in a[:-1]:
+            what = f"{a[:-1]}'s value"
+        else:
+            continue
+        return f"{_command_name(argv)}: {what} is empty (an unset shell variable?): expected a value"
     return None
 
 
