@@ -445,7 +445,40 @@ def test_a_sweep_too_large_to_plan_or_with_a_value_twice_is_refused(small, tmp_p
     assert_user_error(
         run_cli("sweep", small, "--grid", "source.0.rate=5k/s,5000/s", "--out", out), "are the same scenario"
     )
+    # A --set of a grid key was dropped without a word: the grid's value won.
+    for given in ("source.0.rate=1k/s", "source[0].rate=1k/s"):
+        line = assert_user_error(
+            run_cli("sweep", small, "--set", given, "--grid", "source.0.rate=5k/s,10k/s", "--out", out)
+        )
+        assert f"--set {given} and --grid source.0.rate=..." in line and "give it in one" in line, line
     assert not out.exists()
+
+
+def test_a_mean_over_fewer_runs_than_its_point_says_its_n(small, tmp_path):
+    """A percentile of an empty histogram has no value, so a point's mean and
+    interval are over the runs that have one; the table and the report say how
+    many where that is fewer than the point's n (they gave only n, and the
+    report's note then put the wrong degrees of freedom on the interval)."""
+    out = tmp_path / "few.parquet"
+    # 2 sources at 200/s over 3.5 ms: about a quarter of the runs see no interrupt.
+    p = run_cli("sweep", small, "--grid", "source.0.rate=200/s,100k/s", "--replications", "12", "--out", out)
+    assert_ok(p)
+    rows = pq.read_table(out).to_pylist()
+    values = [r["irq_latency.p99"] for r in rows if r["source.0.rate"] == "200/s"]
+    have = [v for v in values if v is not None]
+    assert len(values) == 12 and 0 < len(have) < 12, f"{len(have)} of 12 runs have a p99: pick another rate"
+    summary = sweeps.summarize(pq.read_table(out), ["source.0.rate"], ["irq_latency.p99"])
+    assert summary[0]["n"] == 12 and summary[0]["counts"]["irq_latency.p99"] == len(have)
+    assert summary[0]["irq_latency.p99"][0] == pytest.approx(sum(have) / len(have))
+    assert summary[1]["counts"]["irq_latency.p99"] == 12
+    # Each wrapped group of columns repeats the row's key.
+    low = " ".join(line for line in p.stdout.splitlines() if line.strip().startswith("200/s"))
+    high = " ".join(line for line in p.stdout.splitlines() if line.strip().startswith("100k/s"))
+    assert f"(n {len(have)})" in low and "(n " not in high, p.stdout
+    r = run_cli("report", out, "--metric", "irq_latency.p99", "--out", tmp_path / "rep")
+    assert_ok(r)
+    page = (tmp_path / "rep" / "index.html").read_text()
+    assert f"(n {len(have)})" in page and "n the runs that have a value" in page
 
 
 def test_the_summary_shows_the_headline_metrics(small, tmp_path):

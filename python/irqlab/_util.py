@@ -172,6 +172,11 @@ def read_scenario(path: str | os.PathLike[str]) -> tuple[str, str]:
         raise UserError(f"{origin}: cannot read: {e.strerror or e}") from None
 
 
+def override_key(key: str) -> str:
+    """One key however it is spelt: `source[0].rate` is `source.0.rate`."""
+    return re.sub(r"\[(\d+)\]", r".\1", key.strip()).strip(".")
+
+
 def check_overrides(sets: Sequence[str] | None, flag: str = "--set") -> list[str]:
     """Check the KEY=VALUE shape here so the message names the flag the user typed.
     A key given twice with different values is refused: the last one would
@@ -183,9 +188,8 @@ def check_overrides(sets: Sequence[str] | None, flag: str = "--set") -> list[str
         key, eq, value = s.partition("=")
         if not eq or not key.strip():
             raise UserError(f"{flag} {s!r}: expected KEY=VALUE, e.g. {flag} duration=10ms")
-        # One key however it is spelt (`source[0].rate` is `source.0.rate`), one
-        # value with or without its quotes.
-        key = re.sub(r"\[(\d+)\]", r".\1", key.strip()).strip(".")
+        # One value with or without its quotes.
+        key = override_key(key)
         value = value.strip()
         plain = value[1:-1] if len(value) >= 2 and value[0] == value[-1] and value[0] in "\"'" else value
         if key in seen and seen[key][1] != plain:

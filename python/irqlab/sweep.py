@@ -24,7 +24,7 @@ import pyarrow as pa
 import pyarrow.parquet as pq
 
 from . import _core
-from ._util import UserError, one_line
+from ._util import UserError, one_line, override_key
 from .cli.summary import short_window
 from .provenance import commit
 
@@ -195,6 +195,12 @@ def plan(
         raise UserError("--seed and --grid seed=... both given; use one")
     if replications < 1:
         raise UserError(f"--replications {replications}: expected at least 1")
+    # A grid value would replace the --set of its key without a word (each
+    # point's overrides put the grid's last), as a --set given twice would.
+    set_for = {override_key(s.partition("=")[0]): s for s in sets}
+    for key, _ in axes:
+        if (given := set_for.get(override_key(key))) is not None:
+            raise UserError(f"--set {given} and --grid {key}=...: both give {key}; give it in one of them")
     runs = math.prod(len(vals) for _, vals in axes) * replications
     if runs > MAX_RUNS:
         raise UserError(
@@ -486,9 +492,11 @@ def summarize(
     table: pa.Table, keys: Sequence[str], metrics: Sequence[str], seed_axis: bool = False
 ) -> list[dict[str, Any]]:
     """Per grid point (in grid order): its coordinates, the number of
-    replications `n`, and for each metric `(mean, 95 % CI half-width)` over the
-    replications. With a seed axis, its value is the point's `seed`: the seed
-    replication 0 ran (`replication_seed(base, 0)` is the base)."""
+    replications `n`, for each metric `(mean, 95 % CI half-width)` over the
+    replications that have a value, and in `counts` how many had one (a
+    percentile of an empty histogram has none). With a seed axis, its value is
+    the point's `seed`: the seed replication 0 ran (`replication_seed(base, 0)`
+    is the base)."""
     cols = {c: table.column(c).to_pylist() for c in [*keys, "point", "seed", "replication", *metrics]}
     groups: dict[int, list[int]] = {}
     for i, p in enumerate(cols["point"]):
@@ -501,8 +509,10 @@ def summarize(
             first = [i for i in rows if cols["replication"][i] == 0]
             entry["seed"] = cols["seed"][first[0]] if first else None
         entry["n"] = len(rows)
+        entry["counts"] = {}
         for m in metrics:
-            vals = [cols[m][i] for i in rows if cols[m][i] is not None]
+            vals = [cols[m][i] for i in rows if cols[m][i] is not None and math.isfinite(cols[m][i])]
             entry[m] = mean_ci(vals)
+            entry["counts"][m] = len(vals)
         out.append(entry)
     return out

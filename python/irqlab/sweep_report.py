@@ -302,10 +302,10 @@ def metric_plot(res: Results, axis: Axis, metric: str, ls: Sequence[Line]) -> st
     return img(fig, f"{metric} against {axis.key}")
 
 
-def _cell(mean: float, half: float | None, unit: str) -> str:
-    if half is None:
-        return number(mean, unit)
-    return f"{number(mean, unit)} &plusmn; {number(half, unit)}"
+def _cell(mean: float, half: float | None, unit: str, n: int, runs: int) -> str:
+    text = number(mean, unit) if half is None else f"{number(mean, unit)} &plusmn; {number(half, unit)}"
+    # Over the runs that have a value: say how many where that is fewer than the row's.
+    return text if n >= runs else f"{text} (n {n})"
 
 
 def render(res: Results, metrics: Sequence[str]) -> str:
@@ -340,7 +340,9 @@ def render(res: Results, metrics: Sequence[str]) -> str:
         body.append(
             '<p class="note">Each point is the mean over the runs of one configuration (its replications and '
             "seeds); the band and the &plusmn; are the 95 % confidence interval of that mean (Student t, "
-            "n &minus; 1 degrees of freedom). A latency percentile is read from an HDR histogram that keeps 3 "
+            "n &minus; 1 degrees of freedom, n the runs that have a value: a cell says its own n where some "
+            "runs have none, as a percentile of an empty histogram). A latency percentile is read from an HDR "
+            "histogram that keeps 3 "
             "significant digits, so runs whose values fall in one bucket give the same percentile, and few "
             "replications can then show an interval narrower than the histogram's resolution (0.1 %).</p>"
         )
@@ -360,7 +362,7 @@ def render(res: Results, metrics: Sequence[str]) -> str:
             cells = [*(escape(c) for c in combo), escape(xv), str(len(idx))]
             for m in metrics:
                 st = stat(columns[m], idx)
-                cells.append("n/a" if st is None else _cell(st[0], st[1], column_unit(m)))
+                cells.append("n/a" if st is None else _cell(st[0], st[1], column_unit(m), st[2], len(idx)))
             rows.append(cells)
     body.append(table(heads, rows, left=range(len(others) + 1), id_="results"))
     return page(f"irqlab sweep: {name}", body)

@@ -189,7 +189,12 @@ def _summary(plan: Sweep, table: pa.Table, origin: str, out_file: Path | None, b
             cells = [fmt(entry[k]) for k in ids] + [fmt(entry["n"])]
             for m in shown:
                 mean, half = entry[m]
-                cells += [cell(m, mean), "-" if half is None else "±" + cell(m, half)]
+                ci = "-" if half is None else "±" + cell(m, half)
+                # The mean and its interval are over the runs with a value: say
+                # how many where that is fewer than the point's n.
+                if 0 < entry["counts"][m] < entry["n"]:
+                    ci += f" (n {entry['counts'][m]})"
+                cells += [cell(m, mean), ci]
             rows.append(cells)
     right = [h not in keys and h != "seed" for h in headers]
     lines = summary.table_lines(title, headers, rows, right, out.width, lead=lead)
