@@ -24,6 +24,7 @@ import irqlab.sweep as sweeps
 from helpers import assert_ok, assert_user_error, run_cli, start_cli
 from irqlab._util import TEMP_MARK
 from irqlab.cli import main
+from irqlab.sweep_store import Store
 
 # 20 runs of ~0.1 s each (duration 1s): on one worker the sweep is still well
 # under way when its first part appears. Two CPU counts, so a later run brings
@@ -102,9 +103,18 @@ def test_a_killed_sweep_reads_and_resumes_losing_and_repeating_nothing(small, tm
     via_duckdb = duckdb.sql(f"select point_key from read_parquet('{out}/*.parquet')").fetchall()
     assert sorted(k for (k,) in via_duckdb) == sorted(keys)
 
+    # A query of what the kill left says it is part of the sweep (it said
+    # nothing for a dataset directory, only for a NAME.parquet).
+    q = run_cli("query", "select count(*) from results", out)
+    assert_ok(q)
+    assert f"holds {len(done)} of its sweep's {NPOINTS} runs" in q.stderr and "--resume" in q.stderr, q.stderr
+
     p = run_cli("sweep", small, *SLOW, "--workers", "2", "--out", out, "--resume")
     assert_ok(p)
     assert f"({len(keys)} runs resumed)" in p.stdout
+    q = run_cli("query", "select count(*) from results", out)
+    assert_ok(q)
+    assert "holds" not in q.stderr, q.stderr
     resumed = read(out)
     assert resumed.column("point_key").to_pylist() == read(uninterrupted).column("point_key").to_pylist()
     assert len(set(resumed.column("point_key").to_pylist())) == NPOINTS
@@ -551,3 +561,22 @@ def test_resume_with_nothing_to_resume_runs_the_sweep_and_says_so(small, tmp_pat
     assert_ok(p)
     assert f"note: --resume: nothing to resume at {out}; running the whole sweep" in p.stderr, p.stderr
     assert out.is_file()
+
+
+def test_the_next_part_is_timed_from_the_start_of_a_write(small, tmp_path, monkeypatch):
+    """Parts start at most once per FLUSH_S, counted from the start of the last
+    write: counted from its end, a row that came during a slow write waited
+    FLUSH_S on top of it (a review measured 1.5 s for the README's "a second")."""
+    plan = sweeps.plan(small.read_text(), str(small), [("source.0.rate", ["50k/s"])], [], None)
+    store = Store(plan, tmp_path / "d", resume=False)
+    started: list[float] = []
+
+    def write(rows, names):
+        started.append(time.monotonic())
+        time.sleep(0.05)  # a slow disk; only the order of the stamps is asserted
+
+    monkeypatch.setattr(store, "_write_part", write)
+    store._rows.append({"point": 0})
+    store.flush()
+    assert len(started) == 1 and store._last_flush <= started[0]
+    store.release()
