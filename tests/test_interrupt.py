@@ -63,9 +63,17 @@ def test_a_signal_stops_a_long_run_with_one_line(
     assert not out.exists(), "a stopped run left an output"
 
 
-def test_an_interrupted_sweep_says_where_its_runs_are_and_how_to_go_on(tmp_path: Path) -> None:
-    """Once some runs have ended, Ctrl-C keeps them, and the one line says where
-    and to rerun with --resume (it said only "interrupted")."""
+@pytest.mark.parametrize(
+    ("sig", "code", "what"),
+    [(signal.SIGINT, 130, "interrupted"), (signal.SIGTERM, 143, "terminated")],
+    ids=["sigint", "sigterm"],
+)
+def test_an_interrupted_sweep_says_where_its_runs_are_and_how_to_go_on(
+    tmp_path: Path, sig: signal.Signals, code: int, what: str
+) -> None:
+    """Once some runs have ended, Ctrl-C (or SIGTERM) keeps them, and the one
+    line says where and to rerun with --resume (it said only "interrupted", and
+    SIGTERM only "terminated")."""
     sc = tmp_path / "long.toml"
     # A short first point, then long ones: the first ends, the second is cut.
     sc.write_text(LONG)
@@ -76,14 +84,14 @@ def test_an_interrupted_sweep_says_where_its_runs_are_and_how_to_go_on(tmp_path:
         while not list(out.glob("part-*.parquet")) and p.poll() is None and time.monotonic() < deadline:
             time.sleep(0.1)
         assert p.poll() is None, "the sweep ended before it could be interrupted"
-        p.send_signal(signal.SIGINT)
+        p.send_signal(sig)
         _, err = p.communicate(timeout=60)
     finally:
         if p.poll() is None:
             p.kill()
-    assert p.returncode == 130, err
+    assert p.returncode == code, err
     assert err.strip().splitlines() == [
-        f"error: interrupted; the runs that ended are kept in {out}: rerun with --resume to finish"
+        f"error: {what}; the runs that ended are kept in {out}: rerun with --resume to finish"
     ], err
 
 

@@ -17,6 +17,7 @@ from . import (
     ScenarioArg,
     SeedOpt,
     SetOpt,
+    Terminated,
     app,
     check_seed,
     check_workers,
@@ -114,13 +115,15 @@ def sweep(
         if failed:
             _fail(failed, len(todo), store.kept())
         table = store.finish()
-    except KeyboardInterrupt:
+    except (KeyboardInterrupt, Terminated) as e:
         if (kept := store.kept()) is None:
             raise
-        # As a failed sweep says: where its runs are, and how to go on.
-        line = f"error: interrupted; the runs that ended are kept in {kept}: rerun with --resume to finish"
+        # As a failed sweep says: where its runs are, and how to go on (SIGTERM
+        # said only "terminated").
+        what, code = ("terminated", int(e.code or 143)) if isinstance(e, Terminated) else ("interrupted", 130)
+        line = f"error: {what}; the runs that ended are kept in {kept}: rerun with --resume to finish"
         err.print(line, markup=False, soft_wrap=True)
-        raise typer.Exit(130) from None
+        raise typer.Exit(code) from None
     finally:
         store.release()
     _summary(plan, table, origin, out_file, len(store.done))
