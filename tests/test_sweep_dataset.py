@@ -513,10 +513,12 @@ def test_a_dask_address_that_is_not_a_scheduler_is_one_line(small, tmp_path):
     import socket
 
     args = ["sweep", small, "--grid", "seed=1,2", "--backend", "dask", "--out", tmp_path / "o"]
-    with socket.socket() as free:
-        free.bind(("127.0.0.1", 0))
-        port = free.getsockname()[1]
-    assert_user_error(run_cli(*args, "--address", f"tcp://127.0.0.1:{port}", timeout=60), "cannot reach a Dask")
+    # Bound and not listening: connections are refused, and the port stays
+    # ours (closed first, another test's server could take it meanwhile).
+    with socket.socket() as refusing:
+        refusing.bind(("127.0.0.1", 0))
+        port = refusing.getsockname()[1]
+        assert_user_error(run_cli(*args, "--address", f"tcp://127.0.0.1:{port}", timeout=60), "cannot reach a Dask")
     with socket.socket() as silent:
         silent.bind(("127.0.0.1", 0))
         silent.listen(8)
