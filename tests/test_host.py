@@ -316,8 +316,13 @@ def test_recording_holds_device_interrupts(recording: Recording) -> None:
     )
     assert 0 < n <= delta, (n, delta)
     # ... and no fewer than the interrupts of the window (tracing starts right
-    # after the first snapshot and stops right before the second).
-    assert n >= 0.9 * delta, (n, delta)
+    # after the first snapshot and stops right before the second), less what
+    # came while the recorder was descheduled between a snapshot and the switch
+    # (`untraced_ns`, tiny unless the machine is loaded: a review saw how a
+    # loaded CI host could fail a flat 0.9).
+    untraced = snaps["untraced_ns"] / 2e9
+    assert 0 <= untraced < 1, snaps["untraced_ns"]
+    assert n >= (0.9 - untraced) * delta, (n, delta, untraced)
     rows = table.to_pylist()
     exits = [r for r in rows if r["event"] == "exit" and r["name"] == recording.disk and r["duration"] is not None]
     assert exits and all(0 <= r["duration"] < 1e9 for r in exits)

@@ -145,18 +145,25 @@ def capture(duration: float, advance: Callable[[float], None] | None = None) -> 
                 _write(vectors, "1")
             if enabled == 0:
                 raise UserError("record: this kernel has no irq:irq_handler_entry tracepoint")
+            # How long the snapshots count what tracing cannot see (between a
+            # snapshot and the switch), so that a reader can bound the trace
+            # against their counts: long only if this process was descheduled.
+            counted_from = time.monotonic_ns()
             snaps["interrupts_before"] = Path("/proc/interrupts").read_text()
             snaps["stat_before"] = Path("/proc/stat").read_text()
             snaps["start_monotonic_ns"] = time.monotonic_ns()
             _write(inst / "tracing_on", "1")
+            untraced = time.monotonic_ns() - counted_from
             end = time.monotonic() + duration
             while (left := end - time.monotonic()) > 0:
                 time.sleep(min(0.1, left))
                 if advance:
                     advance(duration - max(0.0, end - time.monotonic()))
+            off_at = time.monotonic_ns()
             _write(inst / "tracing_on", "0")
             snaps["lost_events"] = _lost(inst)
             snaps["interrupts_after"] = Path("/proc/interrupts").read_text()
+            snaps["untraced_ns"] = untraced + time.monotonic_ns() - off_at
             snaps["stat_after"] = Path("/proc/stat").read_text()
             text = (inst / "trace").read_text()
             raw = None
