@@ -33,9 +33,14 @@ UV_FROM_PIP := $(call uv_var,UV_DEFAULT_INDEX,$(PIP_INDEX_URL)) \
 
 .PHONY: setup browser reproduce test test-long clean
 
+# The last step builds matplotlib's font cache once: on a fresh HOME, when that
+# takes over 5 s, matplotlib says so on stderr in the first report, which tests
+# that read stderr as one line would take for an error (a review; a cold build
+# took 6.9 s here under load).
 setup: browser $(VENV)/.deps-installed
 	VIRTUAL_ENV=$(CURDIR)/$(VENV) $(BIN)/maturin develop --release
 	$(BIN)/python -m compileall -q python/irqlab
+	$(BIN)/python -c "import matplotlib.font_manager"
 
 # Headless Chromium and its WebDriver (Debian's packages) for the browser test of
 # the HTML reports (tests/test_report_browser.py). Nothing happens when both are
