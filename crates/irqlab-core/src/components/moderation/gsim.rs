@@ -689,6 +689,55 @@ mod tests {
         assert_eq!(mod_after(10_000, [(16, 9_500), (16, 9_000), (16, 8_500)], (3900, 3000)), down);
     }
 
+    /// Each run of the law starts the next epoch: the global count, the local
+    /// count and the hardirq time are read from this run on, and the hardirq
+    /// time is this CPU's. (Mutation testing: a global rate counted since boot,
+    /// and hardirq time read from CPU 0, went unnoticed.)
+    #[test]
+    fn run_law_starts_the_next_epoch_and_reads_its_own_cpus_hardirq_time() {
+        use crate::components::Components;
+        use crate::engine::time::PS_PER_US;
+        use crate::platform::cpu::Class;
+        use crate::platform::machine::Machine;
+        let sc = crate::scenario::load(
+            "name = \"g\"\nduration = \"20ms\"\n[platform]\ncpus = 2\n[gsim]\ndelay_us = 100\ntarget_intr_rate = 1000000\nhardirq_percent = 70\nscale = 100\n",
+            "g.toml",
+            &[],
+        )
+        .expect("valid scenario");
+        let mut m: Machine<Components> = Machine::new(&sc, 7, crate::engine::trace::Tracer::disabled());
+        let (up, down) = (9000, 7500);
+        // CPU 0, 1 ms epochs of 600 interrupts (600 k/s, x 2 active x 100 over 100 x 1 M/s).
+        let epoch = |m: &mut Machine<Components>, end_us: u64, total: u64| {
+            let g = m.parts.gsim.gsim.as_mut().expect("gsim on");
+            g.total = total;
+            g.cpus[1].count = 16;
+            g.cpus[1].last_run = end_us * PS_PER_US;
+            let me = &mut g.cpus[0];
+            (me.mod_ns, me.count, me.epoch_irqs) = (8000, 16, 600);
+            run_law(m, end_us * PS_PER_US, 0);
+            m.parts.gsim.gsim.as_ref().expect("gsim on").cpus[0].mod_ns
+        };
+        m.parts.gsim.gsim.as_mut().expect("gsim on").cpus[0].last_run = 9_000 * PS_PER_US;
+        assert_eq!(epoch(&mut m, 10_000, 2_000), up, "2 M/s since boot");
+        // The next epoch sees only what came since: 900 interrupts, 900 k/s (2.9 M/s since boot).
+        assert_eq!(epoch(&mut m, 11_000, 2_900), down, "the global count restarts at each run");
+        // Hardirq time: 710 us of this 1 ms epoch on CPU 1 is over 70 %; CPU 0's
+        // is 0. CPU 1 reads its own, and the rates are low.
+        m.cpus[1].time[Level::Host as usize][Class::Hardirq as usize] = 710 * PS_PER_US;
+        let g = m.parts.gsim.gsim.as_mut().expect("gsim on");
+        g.cpus[1].mod_ns = 8000;
+        g.cpus[1].last_run = 11_000 * PS_PER_US;
+        g.cpus[1].global_at_last_run = g.total;
+        run_law(&mut m, 12_000 * PS_PER_US, 1);
+        assert_eq!(m.parts.gsim.gsim.as_ref().expect("gsim on").cpus[1].mod_ns, up, "CPU 1's own hardirq time");
+        // CPU 0, whose hardirq time is 0, decreases over the same epoch.
+        let g = m.parts.gsim.gsim.as_mut().expect("gsim on");
+        (g.cpus[0].mod_ns, g.cpus[0].last_run, g.cpus[0].global_at_last_run) = (8000, 11_000 * PS_PER_US, g.total);
+        run_law(&mut m, 12_000 * PS_PER_US, 0);
+        assert_eq!(m.parts.gsim.gsim.as_ref().expect("gsim on").cpus[0].mod_ns, down);
+    }
+
     /// The audit counts the sources left disabled at the end, and of those the
     /// orphans: no queued timer lists them, so nothing would re-enable them.
     /// (Mutation testing: `audit` doing nothing went unnoticed, since every
