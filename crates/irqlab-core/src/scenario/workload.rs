@@ -46,6 +46,11 @@ pub struct Source {
     /// No arrivals from this time on (lets a run drain).
     #[serde(default)]
     pub stop: Option<Time>,
+    /// GSIM may moderate these vectors when `[gsim]` is on: the patch's switch
+    /// per interrupt under `/proc/irq/NN/` (the M5 brief); `false` leaves them
+    /// out, as a device's `moderation.gsim = false` does its queues.
+    #[serde(default = "crate::scenario::units::yes")]
+    pub gsim: bool,
     /// `irqlab replay`: take the arrivals from the recorded interrupt with this
     /// name or number instead of `rate` (a single instance).
     #[serde(default, deserialize_with = "irq_name_or_number")]

@@ -238,10 +238,12 @@ impl Component for GlobalModeration {
             })
             .collect();
         // Plain sources are moderated too (the patch moderates every eligible
-        // edge MSI: not an NMI, not a guest's); a component's sources say so
-        // themselves when they are built.
+        // edge MSI: not an NMI, not a guest's), unless their table turns its
+        // switch off (`gsim = false`); a component's sources say so themselves
+        // when they are built.
         for s in &mut m.srcs {
-            if s.owner == NO_OWNER && s.msi && s.prio == Prio::Normal && s.vm == crate::platform::source::NO_VM {
+            let switched_on = sc.sources.get(s.group as usize).is_none_or(|t| t.gsim);
+            if s.owner == NO_OWNER && s.msi && s.prio == Prio::Normal && s.vm == crate::platform::source::NO_VM && switched_on {
                 s.gsim = true;
             }
         }

@@ -696,3 +696,41 @@ fn a_moderation_kind_alone_is_its_table() {
     let e = load(NIC, "m5.toml", &["nic.0.moderation=5".to_string()]).unwrap_err().to_string();
     assert!(e.contains("a kind (\"none\", \"static\", \"dim\", \"polling\") or a table"), "{e}");
 }
+
+/// `gsim = false` on a `[[source]]` leaves its vectors out (the patch's switch
+/// per interrupt under /proc/irq/NN/, in the brief): they are never disabled,
+/// so they wait for no timer, and GSIM counts only the moderated ones.
+/// (A review found every plain vector moderated, with no way to leave one out.)
+#[test]
+fn a_source_table_with_gsim_false_is_not_moderated() {
+    let base = r#"
+name = "select"
+duration = "20ms"
+warmup = "2ms"
+[cpu]
+irq_entry = "100ns"
+[[source]]
+name = "kept"
+rate = "100k/s"
+handler = "1us"
+[[source]]
+name = "left"
+rate = "100k/s"
+handler = "1us"
+gsim = false
+[gsim]
+delay_us = 50
+"#;
+    let out = go(base, &[]);
+    let (m, h) = (&out.report.metrics, &out.report.histograms);
+    assert_eq!(m["gsim.moderated_sources"], 1.0);
+    assert!((m["gsim.counted_per_s"] / m["source.kept.interrupts_per_s"] - 1.0).abs() < 1e-3, "{m:?}");
+    // The moderated vector waits out a 50 us timer; the other only for the CPU
+    // (a handler or a timer's callback ahead of it: a few us).
+    assert!(h["source.kept.latency"].max > 30_000.0, "{:?}", h["source.kept.latency"]);
+    assert!(h["source.left.latency"].max < 15_000.0, "{:?}", h["source.left.latency"]);
+    // By default (the switch on) both are moderated.
+    let both = go(&base.replace("gsim = false\n", ""), &[]);
+    assert_eq!(both.report.metrics["gsim.moderated_sources"], 2.0);
+    assert!(both.report.histograms["source.left.latency"].max > 30_000.0);
+}
