@@ -78,6 +78,29 @@ def test_values_are_shown_as_a_person_reads_them(value: Any, expected: str) -> N
     assert shown(value) == expected
 
 
+def test_a_rate_the_core_resolved_to_a_number_is_shown_per_second() -> None:
+    """The core resolves "31250/s" to 31250.0: shown without its key, that read
+    as a count (a review of the "set to" column)."""
+    from irqlab.sensitivity import is_rate
+
+    assert [is_rate(k) for k in ("source.0.rate", "nvme.0.iops", "gsim.target_intr_rate")] == [True] * 3
+    assert not any(is_rate(k) for k in ("source.0.count", "fabric.msi_write", "nvme.0.fio.jobs", "nope.0.x"))
+    assert shown(7812.5, "source.0.rate") == "7,812.5/s" and shown(875000.0, "nvme.0.iops") == "875,000/s"
+    assert shown(13, "nvme.0.fio.jobs") == "13" and shown("39700ps", "fabric.dma_write") == "39.7 ns"
+
+
+def test_a_rounded_count_says_the_factor_it_ran(small: Path) -> None:
+    """A count rounds (2 x 0.333 runs 1, x 0.5): the row said 0.333 alone."""
+    args = ["--param", "source.0.count", "--param", "source.0.rate", "--factor", "0.333,2", "--metric", "interrupts"]
+    p = run_cli("sensitivity", small, *args)
+    assert_ok(p)
+    rows = [ln.split() for ln in p.stdout.splitlines() if ln.strip().startswith("source.0.")]
+    assert rows[0][:5] == ["source.0.count", "0.333", "(ran", "x0.5)", "1"], p.stdout
+    assert rows[1][:3] == ["source.0.count", "2", "4"], p.stdout
+    # A rate scales exactly, with its unit.
+    assert rows[2][:3] == ["source.0.rate", "0.333", "33,300/s"] and rows[3][:3] == ["source.0.rate", "2", "200,000/s"]
+
+
 def test_scaled_times_and_rates_read_back_as_the_core_parses_them() -> None:
     assert _core.parse_time_ps(str(scale_value("325ns", 0.5))) == 162_500
     assert _core.parse_time_ps(str(scale_value("39700ps", 2))) == 79_400

@@ -469,7 +469,7 @@ def sensitivity_section(entries: Sequence[dict[str, Any]], rows: Sequence[dict[s
                 r = next((r for r in e["runs"] if r["param"] == name and r["factor"] == f), None)
                 value, change = (None, None) if r is None else (r["metrics"][metric], r["change"][metric])
                 cells += f"<td>{number(value, unit)}</td><td>{_pct(change)}</td>"
-            original = escape(shown(e["base"]["values"][name]))
+            original = escape(shown(e["base"]["values"][name], name))
             out.append(f'<tr><td class="l">{escape(name)}</td><td>{original}</td>{cells}</tr>')
         out.append("</table>")
     return out

@@ -5,10 +5,12 @@ plots of the M5 figures.
 
 A scaled value is handed to the core as one more `--set KEY=VALUE`, so it is
 checked exactly like a value typed on the command line; nothing here knows the
-scenario schema beyond "a number, or a number with a unit"."""
+scenario schema beyond "a number, or a number with a unit", except to show a
+rate, which the core resolves to a bare number, with its "/s"."""
 
 from __future__ import annotations
 
+import functools
 import json
 import math
 import re
@@ -167,10 +169,69 @@ def scale_value(value: Any, factor: float) -> int | float | str:
 _PS_PER = {"ps": 1.0, "ns": 1e3, "us": 1e6, "µs": 1e6, "ms": 1e9, "s": 1e12}
 
 
-def shown(value: Any) -> str:
+@functools.cache
+def _definitions() -> tuple[dict[str, Any], dict[str, Any]]:
+    from . import schema
+
+    doc = schema()
+    return doc, doc.get("definitions") or doc.get("$defs") or {}
+
+
+def is_rate(key: str) -> bool:
+    """Whether scenario key `key` (`source.0.rate`, `nvme.0.iops`) is a `Rate`
+    in the scenario schema, which the core resolves to a bare number of events
+    per second."""
+    node, defs = _definitions()
+    for part in key.split("."):
+        node, _ = _resolve(node, defs)
+        if "properties" in node and part in node["properties"]:
+            node = node["properties"][part]
+        elif "items" in node and part.isdigit():
+            node = node["items"]
+        else:
+            return False
+    return "Rate" in _resolve(node, defs)[1]
+
+
+def _resolve(node: dict[str, Any], defs: dict[str, Any]) -> tuple[dict[str, Any], list[str]]:
+    """`node` with its references followed, and an optional's or a wrapper's
+    (`allOf`/`anyOf` with one schema besides null) one schema taken; and the
+    names of the definitions it went through."""
+    names: list[str] = []
+    for _ in range(16):
+        if "$ref" in node:
+            names.append(node["$ref"].rsplit("/", 1)[-1])
+            node = defs.get(names[-1], {})
+            continue
+        subs = [n for n in node.get("allOf", node.get("anyOf", [])) if n.get("type") != "null"]
+        if len(subs) == 1 and "properties" not in node and "items" not in node:
+            node = subs[0]
+            continue
+        break
+    return node, names
+
+
+def run_factor(original: Any, value: Any) -> float | None:
+    """The factor a scaled value really is of its original (a count rounds:
+    25 x 0.5 runs 13, x 0.52); None if either is not a number."""
+    nums = []
+    for v in (original, value):
+        if isinstance(v, (int, float)) and not isinstance(v, bool):
+            nums.append(float(v))
+        elif isinstance(v, str) and (m := _QUANTITY.fullmatch(v)) is not None:
+            nums.append(float(m.group(1)))
+        else:
+            return None
+    return nums[1] / nums[0] if nums[0] else None
+
+
+def shown(value: Any, key: str | None = None) -> str:
     """A parameter's value as a person reads it: the core writes a resolved
-    time in whole ps ("39700ps"), shown here as 39.7 ns; numbers with
-    thousands separators; anything else as it is."""
+    time in whole ps ("39700ps"), shown here as 39.7 ns, and a rate as a bare
+    number, shown with "/s" when its `key` is given; numbers with thousands
+    separators; anything else as it is."""
+    if key is not None and isinstance(value, (int, float)) and not isinstance(value, bool) and is_rate(key):
+        return shown(value) + "/s"
     if isinstance(value, str):
         m = _QUANTITY.fullmatch(value)
         if m is not None and m.group(2) in _PS_PER:
@@ -282,7 +343,18 @@ def summarise(p: Plan, metrics: Sequence[str]) -> dict[str, Any]:
     for v, r in zip(p.variations, p.runs):
         vals = _values(r.result, metrics)
         change = {m: relative_change(vals[m], base[m]) for m in metrics}
-        rows.append({"param": v.param, "factor": v.factor, "value": v.value, "metrics": vals, "change": change})
+        ran = run_factor(v.original, v.value)
+        rows.append(
+            {
+                "param": v.param,
+                "factor": v.factor,
+                # What the value run is of the original, where rounding a count moved it.
+                "ran_factor": v.factor if ran is None or math.isclose(ran, v.factor, rel_tol=1e-9) else ran,
+                "value": v.value,
+                "metrics": vals,
+                "change": change,
+            }
+        )
     originals = {v.param: v.original for v in p.variations}
     return {"base": {"values": originals, "metrics": base}, "runs": rows}
 

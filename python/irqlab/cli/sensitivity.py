@@ -25,7 +25,8 @@ FactorOpt = Annotated[
     list[str] | None,
     typer.Option(
         "--factor",
-        help="Factors to scale each --param by, comma-separated, each from 0.001 to 1000 (default: 0.5,2).",
+        help="Factors to scale each --param by, comma-separated, each from 0.001 to 1000 (default: 0.5,2). "
+        "A count is rounded half up, and stays at least 1; the table then says the factor it ran.",
     ),
 ]
 MetricOpt = Annotated[
@@ -132,6 +133,9 @@ def _table(doc: dict[str, Any], json_out: Path | None) -> Table:
         )
     for r in doc["runs"]:
         for i, m in enumerate(metrics):
-            head = (r["param"], f"{r['factor']:g}", shown(r["value"])) if i == 0 else ("", "", "")
+            factor = f"{r['factor']:g}"
+            if r["ran_factor"] != r["factor"]:
+                factor += f" (ran x{r['ran_factor']:.3g})"
+            head = (r["param"], factor, shown(r["value"], r["param"])) if i == 0 else ("", "", "")
             t.add_row(*head, m, _value(m, r["metrics"][m]), _change(r["change"][m]), end_section=i == len(metrics) - 1)
     return t
