@@ -168,7 +168,8 @@ def whatif(
         "by",
         "latency us",
         "requester spins us",
-        "steady-state cost",
+        # pseudo-NMI's, from the first --cpus count's throughput (the table above).
+        f"steady-state cost ({tput[0]['cpus']} CPU{'' if tput[0]['cpus'] == 1 else 's'})",
     ]
     rows = [
         [
