@@ -148,6 +148,25 @@ def test_page_faults_are_plausible(tmp_path: Path) -> None:
     assert a["host"]["transparent_hugepage"] in (None, "always", "madvise", "never")
 
 
+def test_monitor_reads_only_what_are_a_cpus_interrupts() -> None:
+    """RTR (APIC ICR read retries) is no interrupt, and ERR/MIS are one
+    system-wide column, which was read as CPU 0's."""
+    from irqlab.host.monitor import read_interrupts
+
+    text = (
+        "           CPU0       CPU1\n"
+        "  1:          9          0   IO-APIC   1-edge      i8042\n"
+        " 24:        100        200   PCI-MSIX-0000:00:04.0 1-edge  virtio1-req.0\n"
+        "LOC:       1000       2000   Local timer interrupts\n"
+        "RTR:          7          7   APIC ICR read retries\n"
+        "PIN:          3          4   Posted-interrupt notification event\n"
+        "ERR:          5\n"
+        "MIS:          6\n"
+    )
+    got = read_interrupts(text)
+    assert got == {"1 i8042": [9, 0], "24 virtio1-req.0": [100, 200], "LOC": [1000, 2000], "PIN": [3, 4]}
+
+
 def test_monitor_samples(tmp_path: Path) -> None:
     out = tmp_path / "mon.json"
     p = run_cli("monitor", "--interval", "0.2", "--count", "2", "--per-source", "--json", out)

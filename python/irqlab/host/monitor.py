@@ -21,12 +21,23 @@ class Snapshot:
     all_ticks: list[int]
 
 
+#: Rows of /proc/interrupts that are no CPU's interrupts: x86's RTR counts retries
+#: of reading the APIC's ICR (`arch_show_interrupts`, arch/x86/kernel/irq.c), and
+#: ERR/MIS (arm64: Err) are system-wide counts in one column, which would be read as
+#: CPU 0's. Left out of every rate (a review; all 0 on its machine).
+NOT_A_CPUS_INTERRUPT = frozenset({"RTR", "ERR", "MIS", "Err"})
+
+
 def read_interrupts(text: str) -> dict[str, list[int]]:
+    """Per interrupt (a device IRQ as "NUMBER ACTION", a per-CPU vector by its
+    mnemonic), its count on each CPU."""
     lines = text.splitlines()
     ncpu = len(lines[0].split()) if lines else 0
     out: dict[str, list[int]] = {}
     for line in lines[1:]:
         key, _, rest = line.partition(":")
+        if key.strip() in NOT_A_CPUS_INTERRUPT:
+            continue
         parts = rest.split()
         counts = []
         for p in parts[:ncpu]:
