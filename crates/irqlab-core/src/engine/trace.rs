@@ -88,7 +88,7 @@ pub struct TrackId(u32);
 
 struct TrackState {
     uuid: u64,
-    open: Vec<bool>, // per open slice: was its begin recorded?
+    open: Vec<(bool, String)>, // per open slice: was its begin recorded, and its name
     last_counter: Option<f64>,
 }
 
@@ -217,7 +217,7 @@ impl Tracer {
         }
         let rec = self.admits(t);
         let uuid = self.tracks[track.0 as usize].uuid;
-        self.tracks[track.0 as usize].open.push(rec);
+        self.tracks[track.0 as usize].open.push((rec, name.to_string()));
         let mut ends = Vec::new();
         if let Some(id) = flow_end {
             for f in std::iter::once(id).chain(self.merged.remove(&id).unwrap_or_default()) {
@@ -257,6 +257,12 @@ impl Tracer {
         }
     }
 
+    /// The name of the innermost open slice of `track`, if its begin was
+    /// recorded (one that began before the window or past the cap was not).
+    pub fn recorded_open_name(&self, track: TrackId) -> Option<&str> {
+        self.tracks.get(track.0 as usize)?.open.last().filter(|(rec, _)| *rec).map(|(_, name)| name.as_str())
+    }
+
     /// Closes the innermost open slice of `track`.
     pub fn end(&mut self, t: Ps, track: TrackId) {
         if !self.enabled {
@@ -264,7 +270,7 @@ impl Tracer {
         }
         let st = &mut self.tracks[track.0 as usize];
         let uuid = st.uuid;
-        if st.open.pop() == Some(true) {
+        if st.open.pop().is_some_and(|(rec, _)| rec) {
             // Ends are recorded even past the cap, so every recorded slice closes.
             self.emit(t, TrackEvent { r#type: Some(SLICE_END), track_uuid: Some(uuid), ..Default::default() });
         }

@@ -221,11 +221,15 @@ impl<P: Parts> Machine<P> {
             if src.continues {
                 let more = P::handler_continue(self, s, c, i, src.owner);
                 if more > 0 {
+                    // The same call goes on: its slice too (`continue_phase`).
                     let m = self.irq_mask(i, IrqPhase::Handler);
-                    return self.set_phase(s, c, Work::Irq { src: i, phase: IrqPhase::Handler }, m, more);
+                    return self.continue_phase(s, c, Work::Irq { src: i, phase: IrqPhase::Handler }, m, more);
                 }
             }
+            self.end_top_slice(s.now(), c);
             P::handler_end(self, s, c, i, f.level);
+        } else if phase == IrqPhase::Handler {
+            self.end_top_slice(s.now(), c);
         }
         if phase != IrqPhase::Handler && f.level == Level::Host {
             let src = &self.srcs[i as usize];

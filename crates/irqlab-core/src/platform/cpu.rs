@@ -83,6 +83,9 @@ pub enum MaskPhase {
     /// What is left: the whole of entry, mask and exit when the completion had
     /// nothing ahead of it, else the exit.
     Exit,
+    /// The exit after `Flush` (its own slice in a trace, "irq exit", where an
+    /// `Exit` after `Mask` runs on in the mask's).
+    Tail,
 }
 
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]

@@ -5,7 +5,7 @@
 
 use crate::engine::time::NEVER;
 use crate::engine::Scheduler;
-use crate::platform::cpu::{Frame, Level, Mask, MaskPhase, Work};
+use crate::platform::cpu::{Frame, IrqPhase, Level, Mask, MaskPhase, Work};
 use crate::platform::machine::{Ev, Machine};
 use crate::platform::parts::Parts;
 
@@ -162,30 +162,60 @@ impl<P: Parts> Machine<P> {
         *self.cpus[c].top_mut() = f;
     }
 
+    /// Like [`Self::set_phase`], but where the next step reads as the same
+    /// call (`nvme_irq` looking again at its CQ, `handler_continue`; a mask
+    /// whose read came straight back), its trace slice runs on, so that a
+    /// trace has one slice per interrupt (a review counted 5,805 handler
+    /// slices for 4,308 interrupts). A step that reads as another (a posted-MSI
+    /// pass's next vector) gets its own slice, and so does one whose slice
+    /// began before the trace's window (it began nowhere).
+    pub fn continue_phase(&mut self, s: &Scheduler<Ev>, c: usize, work: Work, mask: Mask, left: crate::engine::Ps) {
+        debug_assert!(self.cpus[c].timer.is_none(), "continue_phase on a running frame on cpu {c}");
+        let now = s.now();
+        let mut f = *self.cpus[c].top();
+        f.work = work;
+        f.mask = mask;
+        f.left = left;
+        if self.tracer.on() {
+            let track = self.track_of(c, f.level);
+            let same = f.traced && self.tracer.recorded_open_name(track) == Some(self.label(c, &f).1.as_str());
+            if !same {
+                self.end_top_slice(now, c);
+                f.traced = self.trace_begin(now, c, &f);
+            }
+        }
+        *self.cpus[c].top_mut() = f;
+    }
+
     /// The top frame's phase ran to its end.
     fn phase_done(&mut self, s: &mut Scheduler<Ev>, c: usize) {
         let now = s.now();
         self.cpus[c].account(now);
         let f = *self.cpus[c].top();
-        self.end_top_slice(now, c);
+        // A handler's slice is ended by `irq_phase_done`, unless it loops; a
+        // mask's runs on into its exit unless its read waits (`continue_phase`).
+        if !matches!(f.work, Work::Irq { phase: IrqPhase::Handler, .. } | Work::MaskAck { phase: MaskPhase::Mask, .. }) {
+            self.end_top_slice(now, c);
+        }
         match f.work {
             Work::Task { task, phase } => self.task_phase_done(s, c, task, phase),
             Work::Switch { next } => self.switch_done(s, c, next),
             Work::Irq { src, phase } => self.irq_phase_done(s, c, src, phase, f),
             Work::MaskAck { src, phase: MaskPhase::Mask } => {
-                let (phase, left) = if self.cpus[c].mask_flush.is_some() {
-                    (MaskPhase::Flush, NEVER)
+                if self.cpus[c].mask_flush.is_some() {
+                    self.end_top_slice(now, c);
+                    self.set_phase(s, c, Work::MaskAck { src, phase: MaskPhase::Flush }, Mask::Daif, NEVER);
                 } else {
-                    (MaskPhase::Exit, self.srcs[src as usize].exit - self.pmr_exit_saves(c, 1, Level::Host, src))
-                };
-                self.set_phase(s, c, Work::MaskAck { src, phase }, Mask::Daif, left);
+                    let exit = self.srcs[src as usize].exit - self.pmr_exit_saves(c, 1, Level::Host, src);
+                    self.continue_phase(s, c, Work::MaskAck { src, phase: MaskPhase::Exit }, Mask::Daif, exit);
+                }
             }
             // The path said the writes ahead are through (`mask_flushed`).
             Work::MaskAck { src, phase: MaskPhase::Flush } => {
                 let exit = self.srcs[src as usize].exit - self.pmr_exit_saves(c, 1, Level::Host, src);
-                self.set_phase(s, c, Work::MaskAck { src, phase: MaskPhase::Exit }, Mask::Daif, exit);
+                self.set_phase(s, c, Work::MaskAck { src, phase: MaskPhase::Tail }, Mask::Daif, exit);
             }
-            Work::MaskAck { src, phase: MaskPhase::Exit } => {
+            Work::MaskAck { src, phase: MaskPhase::Exit | MaskPhase::Tail } => {
                 let (wake, saves) = (self.pmr_woke(&f), self.pmr_exit_saves(c, 1, Level::Host, src));
                 let src = &self.srcs[src as usize];
                 self.cpus[c].irq_arch += src.entry + wake + src.exit - saves;
@@ -268,6 +298,7 @@ impl<P: Parts> Machine<P> {
                 I::Exit => ("hardirq", "irq exit".into(), None),
             },
             Work::MaskAck { phase: MaskPhase::Flush, .. } => ("hardirq", "readl flush (behind the device's writes)".into(), Some(f.flow)),
+            Work::MaskAck { phase: MaskPhase::Tail, .. } => ("hardirq", "irq exit".into(), None),
             Work::MaskAck { .. } => ("hardirq", "mask_ack_irq (disabled)".into(), Some(f.flow)),
             Work::Softirq => ("softirq", "softirq".into(), None),
             Work::Napi { q } => ("softirq", format!("napi poll rx{q}"), None),
