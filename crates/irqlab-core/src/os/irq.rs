@@ -228,7 +228,7 @@ impl<P: Parts> Machine<P> {
             }
             self.end_top_slice(s.now(), c);
             P::handler_end(self, s, c, i, f.level);
-        } else if phase == IrqPhase::Handler {
+        } else if phase == IrqPhase::Handler && f.traced {
             self.end_top_slice(s.now(), c);
         }
         if phase != IrqPhase::Handler && f.level == Level::Host {

@@ -194,7 +194,8 @@ impl<P: Parts> Machine<P> {
         let f = *self.cpus[c].top();
         // A handler's slice is ended by `irq_phase_done`, unless it loops; a
         // mask's runs on into its exit unless its read waits (`continue_phase`).
-        if !matches!(f.work, Work::Irq { phase: IrqPhase::Handler, .. } | Work::MaskAck { phase: MaskPhase::Mask, .. }) {
+        // (`traced` first: an untraced run pays one test, as it did.)
+        if f.traced && !matches!(f.work, Work::Irq { phase: IrqPhase::Handler, .. } | Work::MaskAck { phase: MaskPhase::Mask, .. }) {
             self.end_top_slice(now, c);
         }
         match f.work {
