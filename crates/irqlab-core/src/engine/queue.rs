@@ -126,12 +126,22 @@ impl<E> HeapQueue<E> {
         }
     }
 
-    /// Removes a top that was handed out and not overwritten.
+    /// Removes a top that was handed out and not overwritten. A held event
+    /// takes its place: it is usually the next due, so its sift down stops
+    /// at once, where a pop sifts the heap's last leaf from the top through
+    /// every level (on the NVMe figure, ~1,200 pending, this is 1.6 % of its
+    /// instructions). Keys are unique: the order out is the same either way.
     #[inline(always)]
     fn settle(&mut self) {
         if self.spent_top {
             self.spent_top = false;
-            self.heap.pop();
+            if let Some(ev) = self.held_ev.take() {
+                let key = std::mem::replace(&mut self.held_key, NO_HELD);
+                // Dropping the guard sifts the held entry down from the top.
+                *self.heap.peek_mut().expect("a spent top is in the heap") = Entry { key, ev };
+            } else {
+                self.heap.pop();
+            }
         }
     }
 
