@@ -5,6 +5,10 @@ use crate::engine::time::{ps_to_s, Ps};
 use crate::platform::cpu::{Class, Level, CLASSES};
 use crate::platform::machine::{Machine, Parts, Snapshot};
 
+/// Each time class's share, as the report names it (`CLASSES` in order).
+const CLASS_SHARES: [&str; 6] = ["idle_share", "user_share", "kernel_share", "hardirq_share", "softirq_share", "hyp_share"];
+const _: () = assert!(CLASS_SHARES.len() == CLASSES.len());
+
 impl<P: Parts> Machine<P> {
     fn snapshot(&mut self, now: Ps) -> Snapshot {
         for c in &mut self.cpus {
@@ -81,42 +85,50 @@ impl<P: Parts> Machine<P> {
         let ncpu = self.cpus.len() as f64;
         let mut class_sum = [0f64; 6];
         let mut columns = vec!["cpu"];
-        columns.extend(CLASSES.iter().map(|c| match *c {
-            "idle" => "idle_share",
-            "user" => "user_share",
-            "kernel" => "kernel_share",
-            "hardirq" => "hardirq_share",
-            "softirq" => "softirq_share",
-            _ => "hyp_share",
-        }));
+        columns.extend(CLASS_SHARES);
         columns.extend(["guest_share", "interrupts_per_s"]);
         let mut table = Table::new(&columns);
+        // About 8 metrics a CPU: at 2,048 CPUs, inserting each into the map
+        // one by one, with a `format!` for each key, took half of a short
+        // run's wall time (callgrind: 69 M of 135 M instructions for a 1 ns
+        // run). They are gathered, sorted once and merged into the map in bulk.
+        let mut per_cpu: Vec<(String, f64)> = Vec::with_capacity(self.cpus.len() * (CLASSES.len() + 3));
+        let key = |prefix: &str, name: &str| {
+            let mut k = String::with_capacity(prefix.len() + name.len());
+            k.push_str(prefix);
+            k.push_str(name);
+            k
+        };
         for (i, c) in self.cpus.iter().enumerate() {
+            let prefix = format!("cpu{i}.");
             let mut row: Vec<Cell> = vec![Cell::Num(i as f64)];
             let mut shares: Vec<f64> = (0..CLASSES.len()).map(|k| (c.time[0][k] + c.time[1][k]) as f64 / span.max(1) as f64).collect();
             if c.spins {
                 // A polling thread spins where the model idles: kernel time.
                 let idle = std::mem::take(&mut shares[Class::Idle as usize]);
                 shares[Class::Kernel as usize] += idle;
-                r.metric(format!("cpu{i}.poll_share"), idle);
+                per_cpu.push((key(&prefix, "poll_share"), idle));
             }
-            for (k, name) in CLASSES.iter().enumerate() {
+            for (k, name) in CLASS_SHARES.iter().enumerate() {
                 let share = shares[k];
                 class_sum[k] += share;
-                r.metric(format!("cpu{i}.{name}_share"), share);
+                per_cpu.push((key(&prefix, name), share));
                 row.push(share.into());
             }
             let guest = c.level_time(Level::Guest) as f64 / span.max(1) as f64;
             if c.vcpu.is_some() {
-                r.metric(format!("cpu{i}.guest_share"), guest);
+                per_cpu.push((key(&prefix, "guest_share"), guest));
             }
-            r.metric(format!("cpu{i}.interrupts_per_s"), c.irqs as f64 / secs);
+            per_cpu.push((key(&prefix, "interrupts_per_s"), c.irqs as f64 / secs));
             row.extend([guest.into(), (c.irqs as f64 / secs).into()]);
             table.row(row);
         }
+        // (`collect` sorts and builds the map in bulk; `append` merges two maps in one pass.)
+        let mut per_cpu: std::collections::BTreeMap<String, f64> = per_cpu.into_iter().collect();
+        r.metrics.append(&mut per_cpu);
         r.table("cpus", table);
-        for (k, name) in CLASSES.iter().enumerate() {
-            r.metric(format!("{name}_share"), class_sum[k] / ncpu);
+        for (k, name) in CLASS_SHARES.iter().enumerate() {
+            r.metric(*name, class_sum[k] / ncpu);
         }
         r.metric("busy_share", 1.0 - class_sum[Class::Idle as usize] / ncpu);
         // What /proc/stat's irq column would show (IRQ_TIME_ACCOUNTING): the
