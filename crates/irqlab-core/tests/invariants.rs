@@ -353,6 +353,8 @@ fn device_scenario(d: &Devices) -> String {
         );
     }
     if let Some((queues, gbps, moderation, in_vm, ring, per_packet)) = d.nic {
+        // A VF's queues are not busy-polled (refused: the guest's NAPI busy poll is not modelled).
+        let moderation = if in_vm > 0 && moderation == 3 { 0 } else { moderation };
         let m = ["kind = \"none\"", "kind = \"static\"\nusecs = \"10us\"\nframes = 16", "kind = \"dim\"", "kind = \"polling\""]
             [moderation as usize];
         // Timer reset ("CQE") mode where it applies.

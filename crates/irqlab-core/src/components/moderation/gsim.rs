@@ -348,8 +348,9 @@ impl Component for GlobalModeration {
         r.metric("gsim.moderated_sources", moderated as f64);
         if moderated == 0 {
             r.warn(
-                "gsim: no interrupt is moderated (a VF's interrupts posted to its guest, or taken by exits, \
-                 bypass the host's handlers); gsim.moderated_sources = 0",
+                "gsim: no interrupt is moderated (polled queues have none, a source can opt out with \
+                 moderation.gsim = false, and a VF's interrupts posted to its guest or taken by exits bypass \
+                 the host's handlers); gsim.moderated_sources = 0",
             );
         }
     }

@@ -734,3 +734,33 @@ delay_us = 50
     assert_eq!(both.report.metrics["gsim.moderated_sources"], 2.0);
     assert!(both.report.histograms["source.left.latency"].max > 30_000.0);
 }
+
+/// A polled queue has no interrupt: GSIM counts none of them as moderated and
+/// says why, and posted MSI posts none of them (a review: the busy-polled NIC
+/// counted 32 moderated sources and never warned; the polled NVMe run counted
+/// 200 posted sources, one per job's CQ, with no MSI at all).
+#[test]
+fn polled_queues_are_neither_moderated_nor_posted_and_both_say_so() {
+    let warned = |out: &crate::run::RunOutput, needle: &str| out.report.warnings.iter().any(|w| w.contains(needle) && w.contains("polled"));
+    let nic = go(NIC, &["nic.0.moderation.kind=polling", "gsim.delay_us=50", "posted_msi.enabled=true"]);
+    let m = &nic.report.metrics;
+    assert_eq!((m["gsim.moderated_sources"], m["posted_msi.sources"], m["msi_writes"]), (0.0, 0.0, 0.0));
+    assert!(warned(&nic, "gsim.moderated_sources = 0") && warned(&nic, "posted_msi"), "{:?}", nic.report.warnings);
+    let nvme = go(NVME, &["nvme.0.moderation.kind=polling", "nvme.0.submit=1us", "gsim.delay_us=50", "posted_msi.enabled=true"]);
+    let m = &nvme.report.metrics;
+    assert_eq!((m["gsim.moderated_sources"], m["posted_msi.sources"], m["msi_writes"]), (0.0, 0.0, 0.0));
+    assert!(m["nvme.ssd.iops"] > 0.0);
+    assert!(warned(&nvme, "gsim.moderated_sources = 0") && warned(&nvme, "posted_msi"), "{:?}", nvme.report.warnings);
+    // Interrupt-driven, both take every queue's vector.
+    let irq = go(NVME, &["gsim.delay_us=50", "posted_msi.enabled=true"]);
+    assert_eq!((irq.report.metrics["gsim.moderated_sources"], irq.report.metrics["posted_msi.sources"]), (8.0, 8.0));
+}
+
+/// A VF's queues cannot be busy-polled in the model (the guest's NAPI busy
+/// polling is not run): refused by name, where it had spun the vCPU's pCPU
+/// and dropped every frame (a review).
+#[test]
+fn busy_polling_a_vf_is_refused() {
+    let e = load(VF, "vf.toml", &["nic.0.moderation.kind=polling".into()]).unwrap_err().0;
+    assert!(e.contains("nic[0].moderation.kind") && e.contains("polling on a VF (vm = \"g\")") && e.contains("expected"), "{e}");
+}

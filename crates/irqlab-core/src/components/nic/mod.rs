@@ -214,10 +214,14 @@ impl Component for Nic {
                         (host, Some((host, cpu)), None, None)
                     }
                 };
-                let moderated = exits.is_none() && posted_to.is_none() && n.moderation.gsim && gsim;
+                // A busy-polled queue's vector never fires: GSIM has nothing of it
+                // to moderate, nor posted MSI to post.
+                let polled = n.moderation.kind == ModerationKind::Polling;
+                let moderated = exits.is_none() && posted_to.is_none() && n.moderation.gsim && gsim && !polled;
                 let path = sc.platform.path(n.socket, n.iommu);
                 let src = m.add_vector(format!("{}.rx{q}", n.name), group, target, path, moderated, P::ID, qi);
                 let v = &mut m.srcs[src as usize];
+                v.msi = !polled;
                 (v.link, v.vm, v.posted_to) =
                     (link, exits.unwrap_or(crate::platform::source::NO_VM), posted_to.unwrap_or(crate::platform::source::NOT_POSTED));
                 let napi = m.napi_register(P::ID, qi, cpu, level);

@@ -1,6 +1,6 @@
 //! `[[nic]]`: a NIC's receive side, its RX queues, packet sizes and moderation.
 
-use crate::components::moderation::params::Moderation;
+use crate::components::moderation::params::{Moderation, ModerationKind};
 use crate::scenario::check::{err, iommu, targets, Check, Ctx};
 use crate::scenario::units::Time;
 use schemars::JsonSchema;
@@ -189,6 +189,17 @@ pub fn check(list: &[Nic], ctx: &Ctx, names: &mut HashSet<String>) -> Check {
             }
         }
         n.moderation.check(&p)?;
+        if let (Some(vm), ModerationKind::Polling) = (&n.vm, n.moderation.kind) {
+            // The guest's NAPI busy polling would run in its vCPU, which the
+            // model does not run as a poll loop: its pCPU spun and nothing was
+            // ever reaped (a review: 100 % of the VF's frames dropped).
+            return err(
+                format!("{p}.moderation.kind"),
+                format!(
+                    "polling on a VF (vm = \"{vm}\") is not modelled (a guest's busy polling): expected \"none\", \"static\" or \"dim\""
+                ),
+            );
+        }
         // Functions of one device agree on what they share. A `device` that
         // names another entry must name that entry's device, or the two would
         // silently be different NICs.

@@ -275,6 +275,9 @@ impl Component for Nvme {
                     // A polled queue's vector never fires: GSIM has nothing of it to moderate.
                     let src = m.add_vector(name, group, cpu, path, n.moderation.gsim && gsim && !polled, P::ID, cqi);
                     m.srcs[src as usize].link = link;
+                    // A poll queue has no interrupt vector (`nvme_create_queue`
+                    // with no IRQ): posted MSI has nothing of it to post.
+                    m.srcs[src as usize].msi = !polled;
                     // `nvme_irq` loops while entries are pending (`handler_continue`).
                     m.srcs[src as usize].continues = true;
                     me.cqs.push(Cq {

@@ -212,7 +212,7 @@ impl Component for PostedMsi {
         r.metric("posted_msi.passes_per_notification", per(me.passes));
         r.metric("posted_msi.empty_notifications", me.empty as f64);
         if me.enabled && me.posted_sources == 0 {
-            r.warn("posted_msi: no host device MSI to post (a guest's interrupts exit or are posted to its vCPU)");
+            r.warn("posted_msi: no host device MSI to post (polled queues have none; a guest's interrupts exit or are posted to its vCPU)");
         }
     }
 }
