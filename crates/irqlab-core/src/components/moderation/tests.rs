@@ -652,6 +652,9 @@ fn nvme_aggregation_takes_what_feature_08h_can_hold() {
         ("{kind=\"static\",usecs=\"50us\"}", "nvme[0].moderation.usecs", "multiple of 100us"),
         ("{kind=\"static\",usecs=\"25600us\"}", "nvme[0].moderation.usecs", "up to 25500us"),
         ("{kind=\"static\",usecs=\"100us\",frames=257}", "nvme[0].moderation.frames", "256 or fewer"),
+        // 0 in the field is 1 entry: there is no time-only setting (a review found 0 taken as one).
+        ("{kind=\"static\",usecs=\"100us\"}", "nvme[0].moderation.frames", "expected 1 to 256"),
+        ("{kind=\"static\",usecs=\"100us\",frames=0}", "nvme[0].moderation.frames", "no time-only setting"),
     ] {
         let e = load(NVME, "n.toml", &[format!("nvme.0.moderation={set}")]).unwrap_err().0;
         assert!(e.contains(key) && e.contains(want), "{set}: {e}");

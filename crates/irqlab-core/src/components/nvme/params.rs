@@ -296,10 +296,17 @@ pub fn check(list: &[Nvme], ctx: &Ctx, names: &mut HashSet<String>) -> Check {
                     ),
                 );
             }
-            if n.moderation.frames > 256 {
+            // (Static's own rule first: a time above 0, which says more than the threshold's.)
+            n.moderation.check(&p)?;
+            // (No threshold is not among them: 0 in the field is 1 entry. Taken
+            // as "time only", 0 had delayed every I/O by the whole time.)
+            if n.moderation.frames == 0 || n.moderation.frames > 256 {
                 return err(
                     format!("{p}.moderation.frames"),
-                    format!("{}: expected 256 or fewer (feature 08h's aggregation threshold: 8 bits, zero-based)", n.moderation.frames),
+                    format!(
+                        "{}: expected 1 to 256 entries, 256 or fewer (feature 08h's aggregation threshold: 8 bits, zero-based; it has no time-only setting)",
+                        n.moderation.frames
+                    ),
                 );
             }
         }
