@@ -273,6 +273,8 @@ pub fn check(list: &[Nvme], ctx: &Ctx, names: &mut HashSet<String>) -> Check {
             return err(format!("{p}.service_cv"), format!("{cv:?}: expected 0 (fixed), or 0.25 to 1 (1: exponential)"));
         }
         targets(&p, &n.cpus, None, ctx)?;
+        // Every queue's rules first (static needs a time), then feature 08h's.
+        n.moderation.check(&p)?;
         if n.moderation.kind == ModerationKind::Dim {
             return err(
                 format!("{p}.moderation.kind"),
@@ -296,15 +298,13 @@ pub fn check(list: &[Nvme], ctx: &Ctx, names: &mut HashSet<String>) -> Check {
                     ),
                 );
             }
-            // (Static's own rule first: a time above 0, which says more than the threshold's.)
-            n.moderation.check(&p)?;
             // (No threshold is not among them: 0 in the field is 1 entry. Taken
             // as "time only", 0 had delayed every I/O by the whole time.)
             if n.moderation.frames == 0 || n.moderation.frames > 256 {
                 return err(
                     format!("{p}.moderation.frames"),
                     format!(
-                        "{}: expected 1 to 256 entries, 256 or fewer (feature 08h's aggregation threshold: 8 bits, zero-based; it has no time-only setting)",
+                        "{}: expected 1 to 256 entries (feature 08h's aggregation threshold: 8 bits, zero-based, so 256 or fewer; it has no time-only setting)",
                         n.moderation.frames
                     ),
                 );
@@ -313,7 +313,6 @@ pub fn check(list: &[Nvme], ctx: &Ctx, names: &mut HashSet<String>) -> Check {
         if n.wake.ps() > 0 && n.submit.ps() == 0 {
             return err(format!("{p}.wake"), "is only read with submit above 0 (the job's thread modelled as CPU work)");
         }
-        n.moderation.check(&p)?;
     }
     Ok(())
 }
