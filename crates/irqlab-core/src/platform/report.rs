@@ -93,12 +93,7 @@ impl<P: Parts> Machine<P> {
         // run's wall time (callgrind: 69 M of 135 M instructions for a 1 ns
         // run). They are gathered, sorted once and merged into the map in bulk.
         let mut per_cpu: Vec<(String, f64)> = Vec::with_capacity(self.cpus.len() * (CLASSES.len() + 3));
-        let key = |prefix: &str, name: &str| {
-            let mut k = String::with_capacity(prefix.len() + name.len());
-            k.push_str(prefix);
-            k.push_str(name);
-            k
-        };
+        let key = |prefix: &str, name: &str| [prefix, name].concat();
         for (i, c) in self.cpus.iter().enumerate() {
             let prefix = format!("cpu{i}.");
             let mut row: Vec<Cell> = vec![Cell::Num(i as f64)];
