@@ -419,12 +419,15 @@ impl Component for Spe {
         if st.perf_exited.is_none() {
             r.warn(format!(
                 "spe: the profiled command had not finished when the run ended at {:.3} s: spe.elapsed_s is a lower \
-                 bound; raise `duration`",
+                 bound, and spe.effective_mhz and the teardown's figures are unknown (null); raise `duration`",
                 now as f64 / 1e12
             ));
         }
         r.metric("spe.elapsed_s", elapsed);
-        r.metric("spe.effective_mhz", me.run as f64 / 1e12 * me.ghz * 1e3 / elapsed.max(1e-12));
+        // The command's whole CPU time over its wall time: an unfinished one
+        // has run only part of that CPU time, so the ratio would overstate it.
+        let mhz = if st.perf_exited.is_some() { me.run as f64 / 1e12 * me.ghz * 1e3 / elapsed.max(1e-12) } else { f64::NAN };
+        r.metric("spe.effective_mhz", mhz);
         r.metric("spe.switches", me.switches as f64);
         // What a context switch adds: KVM's work at its disable and enable, not
         // the first pin, the last unpin or window moves (elapsed less the
@@ -464,7 +467,7 @@ impl Component for Spe {
         r.metric("spe.pinned_peak_mb", mb(st.pinned.max()));
         r.metric("spe.pinned_mean_mb", mb(st.pinned.mean(end)));
         r.metric("spe.pinned_after_teardown_mb", mb(if st.ended.is_some() { me.pinned_pages as f64 } else { f64::NAN }));
-        r.metric("spe.pinned_at_teardown_mb", mb(st.pinned_at_teardown as f64));
+        r.metric("spe.pinned_at_teardown_mb", mb(if st.ended.is_some() { st.pinned_at_teardown as f64 } else { f64::NAN }));
         if me.snapshot && me.record_rate > 0.0 {
             r.metric("spe.snapshot_history_s", (me.pages * page) as f64 / me.record_rate);
         }

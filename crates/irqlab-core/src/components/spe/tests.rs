@@ -153,6 +153,14 @@ fn a_run_too_short_for_the_command_says_so() {
     let r = report_with("duration=\"1s\"");
     assert_eq!(r.metrics["spe.finished"], 0.0);
     assert!(r.warnings.iter().any(|w| w.contains("had not finished")), "{:?}", r.warnings);
+    // What only a finished command has (a review read 500 MHz, three times the finished
+    // run's 155, from the whole command's CPU time over the part of it that had run).
+    for k in ["spe.effective_mhz", "spe.pinned_at_teardown_mb", "spe.pinned_after_teardown_mb"] {
+        assert!(r.metrics[k].is_nan(), "{k} = {} for an unfinished command", r.metrics[k]);
+    }
+    let done = report_with("duration=\"30s\"");
+    assert_eq!(done.metrics["spe.finished"], 1.0);
+    assert!(done.metrics["spe.effective_mhz"].is_finite() && done.metrics["spe.effective_mhz"] > 0.0);
 }
 
 #[test]
