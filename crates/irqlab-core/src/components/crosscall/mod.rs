@@ -121,6 +121,18 @@ pub struct CallState {
     pub dump_took: Option<Ps>,
 }
 
+impl CallState {
+    /// Whether the run ended while the call still had something to do: the
+    /// requester still printing its own stack, a signal (a repeat or a later
+    /// mechanism) not yet sent, or its deadline not yet come. A target not
+    /// reached then says nothing about the mechanisms; one not reached after
+    /// all of that is the result.
+    fn cut_off(&self, now: Ps) -> bool {
+        let planned = self.signals as u64 * self.mechanisms.len() as u64;
+        !self.skipped && (self.dumping || self.signals_sent < planned || self.deadline.is_some_and(|d| self.at.saturating_add(d) > now))
+    }
+}
+
 /// `owner_arg`'s target index for a call's spinning requester.
 const REQUESTER: u32 = u32::MAX;
 
@@ -443,6 +455,17 @@ impl CrossCalls {
             r.metric(format!("{p}.targets"), call.targets.len() as f64);
             r.metric(format!("{p}.reached"), reached.len() as f64);
             r.metric(format!("{p}.all_reached"), (reached.len() == call.targets.len()) as u8 as f64);
+            if reached.len() < call.targets.len() && call.cut_off(now) {
+                r.warn(format!(
+                    "crosscall {}: the run ended at {:.3} ms before the call had run its course ({} of {} targets not \
+                     reached, with its own dump, a signal or its deadline still to come): what it reports covers only \
+                     what the run saw; raise `duration`",
+                    call.name,
+                    now as f64 / 1e9,
+                    call.targets.len() - reached.len(),
+                    call.targets.len()
+                ));
+            }
             r.metric(format!("{p}.reached_masked"), call.in_masked.iter().filter(|&&b| b).count() as f64);
             if call.deadline.is_some() {
                 r.metric(format!("{p}.reached_late"), call.late.iter().filter(|&&l| l).count() as f64);

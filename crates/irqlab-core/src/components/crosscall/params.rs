@@ -139,7 +139,12 @@ pub fn check(calls: &[CrossCall], ctx: &Ctx) -> Check {
             None => (0..cpus).filter(|&c| c != x.from).collect(),
         };
         if targets.is_empty() {
-            return err(format!("{p}.targets"), "no target CPU (a one-CPU platform has no other CPU to call)");
+            let why = if x.targets.is_some() {
+                format!("an empty list: expected at least one CPU other than `from` (0 to {})", cpus - 1)
+            } else {
+                "no target CPU (a one-CPU platform has no other CPU to call)".to_string()
+            };
+            return err(format!("{p}.targets"), why);
         }
         let mut seen = HashSet::new();
         for (j, &c) in targets.iter().enumerate() {

@@ -1,6 +1,6 @@
 //! M1's acceptance: who reaches a masked CPU, and masking delays but never drops.
 
-use crate::engine::stats::Cell;
+use crate::engine::stats::{Cell, Report};
 use crate::run::{run, RunOptions};
 use std::collections::BTreeMap;
 
@@ -12,6 +12,11 @@ fn wedged(masking: &str, with: &str, mechanisms: &str, extra: &str, duration: &s
 
 /// [`wedged`] with the call's `handler`.
 fn wedged_with(masking: &str, with: &str, mechanisms: &str, extra: &str, duration: &str, handler: &str) -> BTreeMap<String, f64> {
+    wedged_report(masking, with, mechanisms, extra, duration, handler).metrics
+}
+
+/// [`wedged_with`]'s whole report (its warnings too).
+fn wedged_report(masking: &str, with: &str, mechanisms: &str, extra: &str, duration: &str, handler: &str) -> Report {
     let toml = format!(
         r#"
 name = "wedged"
@@ -48,7 +53,23 @@ handler = "{handler}"
     let out = run(&sc, RunOptions { audit: true, ..Default::default() });
     assert_eq!(out.audit.double_deliveries, 0);
     assert_eq!(out.audit.time_reversals, 0);
-    out.report.metrics
+    out.report
+}
+
+#[test]
+fn a_call_the_run_cuts_off_says_so_and_one_that_ran_its_course_does_not() {
+    let cut = |w: &Report| w.warnings.iter().any(|w| w.contains("before the call had run its course"));
+    // The IPI cannot get past DAIF; SDEI would go at 15 ms, after a 12 ms run.
+    let short = wedged_report("daif", "daif", r#""ipi", "sdei""#, "timeout = \"5ms\"", "12ms", "2us");
+    assert_eq!(short.metrics["crosscall.bt.reached"], 0.0);
+    assert!(cut(&short), "{:?}", short.warnings);
+    let long = wedged_report("daif", "daif", r#""ipi", "sdei""#, "timeout = \"5ms\"", "50ms", "2us");
+    assert_eq!(long.metrics["crosscall.bt.reached"], 1.0);
+    assert!(!cut(&long), "{:?}", long.warnings);
+    // Every signal sent and no deadline: a target not reached is the result, not a cut.
+    let done = wedged_report("daif", "daif", r#""ipi""#, "", "50ms", "2us");
+    assert_eq!(done.metrics["crosscall.bt.reached"], 0.0);
+    assert!(!cut(&done), "{:?}", done.warnings);
 }
 
 #[test]
@@ -409,6 +430,10 @@ fn bad_crosscalls_are_refused_at_their_key() {
         let e = load(top, &calls).expect_err(key);
         assert!(e.contains(&format!("{key}:")) || e.contains(&format!("{key} ")), "{key}: {e}");
     }
+    // An empty list on a four-CPU platform is the list's fault, not the platform's
+    // (a review read "a one-CPU platform has no other CPU" on eight CPUs).
+    let e = load("", &["targets = []"]).expect_err("empty targets");
+    assert!(e.contains("empty list") && !e.contains("one-CPU"), "{e}");
     let good = [
         ("", vec!["", "at = \"9999us\"\nfrom = 3\ntargets = [0, 2]"]),
         (vm, vec!["targets = [1, 2]"]),
