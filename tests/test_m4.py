@@ -101,3 +101,20 @@ def test_kvm_with_sources_is_rejected(tmp_path: Path) -> None:
     scen = tmp_path / "mix.toml"
     scen.write_text(FIG.read_text() + '\n[[source]]\nname = "x"\nrate = 1\nhandler = "1us"\n')
     assert_user_error(run_cli("run", scen), "kvm", "model of its own")
+
+
+def test_explanations_read_as_english_for_every_source() -> None:
+    from irqlab.kvm_order import Cause, Evaluated
+
+    causes = [Cause("EVENT", "source", what, 1.0) for what in ("ipi", "timer", "irq_window")]
+    lines = Evaluated(["NMI"], 3.0, 0.0, None, causes).explain()
+    assert lines[0].startswith("an ipi interrupt (EVENT)"), lines
+    assert lines[1].startswith("a timer interrupt (EVENT)"), lines
+    assert lines[2].startswith("the irq window exit's EVENT"), lines
+
+
+def test_the_summary_counts_vcpus_for_the_kvm_model() -> None:
+    p = run_cli("run", FIG, "--set", "duration=100ms")
+    assert_ok(p)
+    title = next(line for line in p.stdout.splitlines() if line.startswith("summary"))
+    assert "8 vCPUs" in title and "CPU," not in title and not title.endswith("1 CPU"), title

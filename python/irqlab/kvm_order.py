@@ -54,7 +54,12 @@ class Evaluated:
             if c.kind == "raised_by":
                 out.append(f"servicing {what} raises {req} after {req}'s check: {per_s:,.1f}/s")
             elif req == "EVENT":
-                out.append(f"a {what} interrupt (EVENT) arrives after injection, interrupts off: {per_s:,.1f}/s")
+                late = f"arrives after injection, interrupts off: {per_s:,.1f}/s"
+                if what.endswith("_window"):
+                    out.append(f"the {what.replace('_', ' ')} exit's EVENT {late}")
+                else:
+                    article = "an" if what[:1] in "aeiou" else "a"
+                    out.append(f"{article} {what} interrupt (EVENT) {late}")
             else:
                 out.append(f"{req} from {what} arrives after its check in the list: {per_s:,.1f}/s")
         return out

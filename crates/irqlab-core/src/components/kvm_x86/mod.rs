@@ -55,13 +55,59 @@ pub enum Src {
     PmuEmulated,
     /// The guest IRETed from its NMI handler with an NMI pending (NMI-window exit).
     NmiWindow,
+    /// The guest can take the next interrupt left in its IRR (IRQ-window exit, without APICv).
+    IrqWindow,
 }
 const NSRC: usize = 9;
-const SRC_NAMES: [&str; NSRC + 1] =
-    ["pmu_overflow", "ipi", "timer", "nmi", "smi", "other_exit", "device", "host_resched", "pmu_emulated_overflow", "nmi_window"];
+const SRC_NAMES: [&str; NSRC + 2] = [
+    "pmu_overflow",
+    "ipi",
+    "timer",
+    "nmi",
+    "smi",
+    "other_exit",
+    "device",
+    "host_resched",
+    "pmu_emulated_overflow",
+    "nmi_window",
+    "irq_window",
+];
 /// Sources that run on wall-clock time; the others run on guest time and stop on an exit.
 const WALL_CLOCK: [Src; 5] = [Src::Timer, Src::Nmi, Src::Smi, Src::Device, Src::HostResched];
 const GUEST_TIME: [Src; 4] = [Src::PmuOverflow, Src::Ipi, Src::Other, Src::PmuEmulated];
+
+/// The guest's interrupt vectors the model tells apart: one IRR (or PIR) bit
+/// each, a higher bit for a higher vector, which the APIC takes first
+/// (`apic_find_highest_irr`). Device vectors lie from `FIRST_EXTERNAL_VECTOR`
+/// (0x20) up, `LOCAL_TIMER_VECTOR` is 0xec and `RESCHEDULE_VECTOR` 0xfd
+/// (arch/x86/include/asm/irq_vectors.h); the fixed-mode LVTPC's vector is not
+/// one Linux programs (it uses NMI mode): below the timer is an assumption.
+mod vector {
+    pub const DEVICE: u8 = 1 << 0;
+    pub const PMI: u8 = 1 << 1;
+    pub const TIMER: u8 = 1 << 2;
+    pub const IPI: u8 = 1 << 3;
+}
+
+/// The vector an interrupt from `src` raises in the guest.
+fn vector_of(src: Src) -> u8 {
+    match src {
+        Src::Ipi => vector::IPI,
+        Src::Timer => vector::TIMER,
+        Src::Device => vector::DEVICE,
+        Src::PmuOverflow | Src::PmuEmulated => vector::PMI,
+        other => unreachable!("{other:?} raises no fixed vector"),
+    }
+}
+
+/// The highest vector among `bits` (0 if none).
+fn highest(bits: u8) -> u8 {
+    if bits == 0 {
+        0
+    } else {
+        1 << (7 - bits.leading_zeros())
+    }
+}
 
 #[derive(Clone, Copy, Debug)]
 pub enum KvmEv {
@@ -126,14 +172,17 @@ struct Vcpu {
     /// cancelled on an exit, armed again at the next entry.
     window_armed: bool,
     window_timer: Option<TimerHandle>,
-    /// Interrupts pending in the emulated local APIC (timer, IPI, fixed-mode PMI),
-    /// those being injected on this attempt, and those delivered.
-    virq_pending: u32,
-    virq_injecting: u32,
+    /// The emulated local APIC's IRR (`vector` bits: timer, IPI, device,
+    /// fixed-mode PMI), the vectors being injected on this attempt (kept for
+    /// re-injection when it is cancelled), and the interrupts delivered.
+    irr: u8,
+    injecting_irr: u8,
     virqs: u64,
+    /// Interrupts that merged into their vector's pending IRR or PIR bit.
+    coalesced: u64,
     /// Posted interrupts not yet in the guest (PIR bits, synced at VM entry), and
-    /// the posted fixed-mode PMIs among them (when each overflow happened).
-    pir: u32,
+    /// the posted fixed-mode PMI among them (when its overflow happened).
+    pir: u8,
     pmi_posted: Vec<Ps>,
     posted: u64,
     /// Emulated counter overflows waiting for KVM_REQ_PMU's servicing.
@@ -223,8 +272,20 @@ pub struct KvmAudit {
     pub posted: u64,
     pub posted_delivered: u64,
     pub posted_in_window: u64,
-    /// Posted interrupts still in a PIR when the run ended.
+    /// Posted interrupts still in a PIR when the run ended, and those that
+    /// found their vector's PIR bit already set (`pi_test_and_set_pir`).
     pub posted_pending: u64,
+    pub posted_coalesced: u64,
+    /// Interrupts through the emulated APIC's IRR (not posted): raised, that
+    /// found their vector's bit already set (`kvm_lapic_set_irr` merges them),
+    /// delivered by an entry, and still in an IRR or being injected at the end.
+    pub irr_raised: u64,
+    pub irr_coalesced: u64,
+    pub irr_delivered: u64,
+    pub irr_pending: u64,
+    /// The most IRR vectors one VM entry delivered (one without APICv:
+    /// `kvm_check_and_inject_events` injects one and asks for the IRQ window).
+    pub max_irr_per_entry: u32,
     /// Events handed out of time order (the scheduler's audit, copied here).
     pub time_reversals: u64,
     /// NMI-window exits taken while the vCPU was not in the guest (its NMI
@@ -267,8 +328,9 @@ impl KvmModel {
                 pmis_masked: 0,
                 window_armed: false,
                 window_timer: None,
-                virq_pending: 0,
-                virq_injecting: 0,
+                irr: 0,
+                injecting_irr: 0,
+                coalesced: 0,
                 virqs: 0,
                 pir: 0,
                 pmi_posted: Vec::new(),
@@ -438,12 +500,36 @@ impl KvmModel {
     /// an exit; otherwise it waits in the PIR until VM entry, and the notification
     /// IPI, if interrupts are off, is taken at entry — no request, no cancel.
     /// Without APICv: `kvm_lapic_set_irr`, KVM_REQ_EVENT and a kick.
+    ///
+    /// A vector already pending merges: its IRR or PIR bit is set once. Without
+    /// APICv the request and the kick come all the same (`vmx_deliver_interrupt`).
     fn interrupt(&mut self, s: &mut Scheduler<KvmEv>, v: usize, src: Src, posted: bool) {
+        let vec = vector_of(src);
         if !posted {
-            self.vcpus[v].virq_pending += 1;
+            self.raise_irr(v, vec);
             self.request(s, v, Req::Event, Cause::Src(src));
             return;
         }
+        self.post(v, vec);
+    }
+
+    /// `kvm_lapic_set_irr`: `vec`'s IRR bit, or a merge into it.
+    pub(super) fn raise_irr(&mut self, v: usize, vec: u8) -> bool {
+        let vc = &mut self.vcpus[v];
+        self.audit.irr_raised += 1;
+        if vc.irr & vec != 0 {
+            vc.coalesced += 1;
+            self.audit.irr_coalesced += 1;
+            return false;
+        }
+        vc.irr |= vec;
+        true
+    }
+
+    /// `vmx_deliver_posted_interrupt`: a running guest takes the vector at
+    /// once; otherwise it waits in the PIR, where a second one merges
+    /// (`pi_test_and_set_pir`). Returns whether it is new in the PIR.
+    pub(super) fn post(&mut self, v: usize, vec: u8) -> bool {
         let vc = &mut self.vcpus[v];
         vc.posted += 1;
         self.audit.posted += 1;
@@ -451,12 +537,19 @@ impl KvmModel {
             Phase::Guest => {
                 vc.virqs += 1;
                 self.audit.posted_delivered += 1;
+                false
+            }
+            _ if vc.pir & vec != 0 => {
+                vc.coalesced += 1;
+                self.audit.posted_coalesced += 1;
+                false
             }
             phase => {
-                vc.pir += 1;
+                vc.pir |= vec;
                 if phase == Phase::IrqsOff {
                     self.audit.posted_in_window += 1;
                 }
+                true
             }
         }
     }
@@ -560,6 +653,7 @@ impl KvmModel {
                 self.vcpus[v].window_timer = None;
                 self.request(s, v, Req::Event, Cause::Src(src));
             }
+            Src::IrqWindow => unreachable!("the IRQ window is requested at entry, not scheduled"),
         }
     }
 
@@ -616,11 +710,17 @@ impl KvmModel {
                 for t in vc.pmi_injecting.drain(..) {
                     self.pmi_latency.record(now - t);
                 }
-                vc.virqs += std::mem::take(&mut vc.virq_injecting) as u64;
+                let injected = std::mem::take(&mut vc.injecting_irr);
                 // sync_pir_to_irr before entry; the guest takes what was posted.
+                // A vector both injected and posted is one IRR bit: the post merges.
                 let pir = std::mem::take(&mut vc.pir);
-                vc.virqs += pir as u64;
-                self.audit.posted_delivered += pir as u64;
+                let merged = (injected & pir).count_ones() as u64;
+                vc.virqs += (injected | pir).count_ones() as u64;
+                vc.coalesced += merged;
+                self.audit.irr_delivered += injected.count_ones() as u64;
+                self.audit.max_irr_per_entry = self.audit.max_irr_per_entry.max(injected.count_ones());
+                self.audit.posted_delivered += pir.count_ones() as u64 - merged;
+                self.audit.posted_coalesced += merged;
                 for t in vc.pmi_posted.drain(..) {
                     self.pmi_latency.record(now - t);
                 }
@@ -639,6 +739,11 @@ impl KvmModel {
                     }
                 }
                 let due = std::mem::take(&mut self.vcpus[v].hv_timer_due);
+                // Vectors left in the IRR (one is injected per entry without
+                // APICv): `enable_irq_window`, an exit once the guest can take
+                // the next, when the handler of this one has IRETed. The model
+                // has no guest handler for a fixed vector, so that is at once.
+                let window = !self.apicv && self.vcpus[v].irr != 0;
                 if due > 0 {
                     // The preemption timer, armed with a deadline already past, exits at once.
                     self.vcpus[v].kicked = false;
@@ -646,8 +751,11 @@ impl KvmModel {
                     for _ in 0..due {
                         self.interrupt(s, v, Src::Timer, false);
                     }
-                } else if std::mem::take(&mut self.vcpus[v].kicked) {
+                } else if std::mem::take(&mut self.vcpus[v].kicked) || window {
                     self.exit(s, v, 0);
+                }
+                if window {
+                    self.request(s, v, Req::Event, Cause::Src(Src::IrqWindow));
                 }
             }
         }
@@ -687,7 +795,8 @@ impl Protocol for KvmModel {
     }
 
     fn finish(&mut self, _now: Ps) -> (KvmAudit, Tracer) {
-        self.audit.posted_pending = self.vcpus.iter().map(|v| v.pir as u64).sum();
+        self.audit.posted_pending = self.vcpus.iter().map(|v| v.pir.count_ones() as u64).sum();
+        self.audit.irr_pending = self.vcpus.iter().map(|v| (v.irr.count_ones() + v.injecting_irr.count_ones()) as u64).sum();
         (self.audit.clone(), std::mem::replace(&mut self.tracer, Tracer::disabled()))
     }
 }

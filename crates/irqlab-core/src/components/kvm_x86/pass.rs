@@ -46,15 +46,32 @@ impl KvmModel {
             if vc.repeat & Req::Event.bit() != 0 {
                 vc.lost += len; // what vmx_cancel_injection returned, injected again
             }
+            let mut nmi_now = false;
             if vc.nmi.pending > 0 && !vc.nmi.injected && s.now() >= vc.nmi_masked_until {
                 vc.nmi.pending -= 1;
                 vc.nmi.injected = true;
+                nmi_now = true;
                 let o = vc.nmi_origin.pop_front().expect("an origin per NMI");
                 vc.injecting.push(o);
             }
-            vc.pmi_injecting.extend(vc.pmi_fixed.drain(..));
-            // The APIC's IRR merges what is pending: one injection delivers them.
-            vc.virq_injecting = std::mem::take(&mut vc.virq_pending);
+            // With APICv the entry's virtual-interrupt delivery takes every
+            // vIRR bit. Without it one vector is injected per entry: the
+            // highest (`kvm_cpu_get_interrupt`), none when an NMI goes in this
+            // pass or a cancelled injection is re-injected (`can_inject` is
+            // false); the rest wait for the IRQ window (see the entry).
+            let take = if self.apicv {
+                vc.irr
+            } else if nmi_now || vc.injecting_irr != 0 {
+                0
+            } else {
+                highest(vc.irr)
+            };
+            debug_assert_eq!(take & vc.injecting_irr, 0, "a vector being injected is not taken again");
+            vc.irr &= !take;
+            vc.injecting_irr |= take;
+            if take & vector::PMI != 0 {
+                vc.pmi_injecting.extend(vc.pmi_fixed.pop_front());
+            }
         }
         vc.raised_in_window = false;
         vc.window_start = s.now();
@@ -104,16 +121,17 @@ impl KvmModel {
                         self.audit.nmis_queued += 1;
                         vc.nmi_origin.push_back((t, true));
                     }
+                    // A pending PMI already stands for the oldest overflow: a merged one adds no latency sample.
                     (Lvtpc::Fixed, false) => {
-                        vc.pmi_fixed.push_back(t);
-                        vc.virq_pending += 1;
+                        if self.raise_irr(v, vector::PMI) {
+                            self.vcpus[v].pmi_fixed.push_back(t);
+                        }
                     }
                     // A fixed vector through APICv: a PIR bit, taken at this entry.
                     (Lvtpc::Fixed, true) => {
-                        vc.pmi_posted.push(t);
-                        vc.pir += 1;
-                        vc.posted += 1;
-                        self.audit.posted += 1;
+                        if self.post(v, vector::PMI) {
+                            self.vcpus[v].pmi_posted.push(t);
+                        }
                     }
                 }
                 r.raises(self.lvtpc, self.apicv)
@@ -164,12 +182,18 @@ impl KvmModel {
             vc.nmi_origin.push_front(o);
         }
         vc.nmi.injected = false;
-        for t in vc.pmi_injecting.drain(..).rev() {
-            vc.pmi_fixed.push_front(t);
+        // Without APICv the interrupt being injected stays queued for
+        // re-injection (`__vmx_complete_interrupts` → `kvm_queue_interrupt`),
+        // ahead of the IRR. With APICv nothing was taken out of the vIRR: what
+        // was to be delivered is pending there, and a repeat raised since merges.
+        if self.apicv {
+            let back = std::mem::take(&mut vc.injecting_irr);
+            let merged = (back & vc.irr).count_ones() as u64;
+            vc.coalesced += merged;
+            self.audit.irr_coalesced += merged;
+            vc.irr |= back;
         }
-        // The interrupt being injected goes back to the IRR.
-        vc.virq_pending += std::mem::take(&mut vc.virq_injecting);
-        if vc.nmi.pending > 0 || vc.virq_pending > 0 {
+        if vc.nmi.pending > 0 || vc.injecting_irr != 0 || vc.irr != 0 {
             vc.pending |= Req::Event.bit();
         }
         self.begin(s, v, Phase::Cancel, Some(self.c.cancel));

@@ -17,6 +17,7 @@ impl KvmModel {
             vc.nmi.delivered = 0;
             vc.nmi.dropped = 0;
             vc.virqs = 0;
+            vc.coalesced = 0;
             vc.posted = 0;
             vc.reschedules = 0;
             vc.pmis_masked = 0;
@@ -30,7 +31,7 @@ impl KvmModel {
         let span = now - warmup;
         let secs = ps_to_s(span).max(f64::MIN_POSITIVE);
         let mut r = Report::default();
-        let mut tot = [0f64; 10];
+        let mut tot = [0f64; 11];
         let mut per_vm: BTreeMap<u32, [f64; 3]> = BTreeMap::new();
         for (i, vc) in self.vcpus.iter_mut().enumerate() {
             if vc.phase == Phase::Guest {
@@ -48,6 +49,7 @@ impl KvmModel {
                 vc.posted as f64,
                 vc.reschedules as f64,
                 vc.pmis_masked as f64,
+                vc.coalesced as f64,
             ];
             for (t, x) in tot.iter_mut().zip(row) {
                 *t += x;
@@ -84,8 +86,11 @@ impl KvmModel {
         r.metric("nmis_dropped", tot[5]);
         // PMIs raised while the LVTPC was still masked from the one before: no NMI.
         r.metric("pmis_masked", tot[9]);
-        // What the guest received: interrupts injected through its APIC, and NMIs. No device writes MSIs here.
+        // What the guest received through its APIC (injected or posted: fixed
+        // vectors, not NMIs), and what merged into a vector already pending
+        // there. `interrupts` adds the NMIs. No device writes MSIs here.
         r.metric("virqs_delivered", tot[6]);
+        r.metric("virqs_coalesced", tot[10]);
         r.metric("interrupts", tot[6] + tot[4]);
         r.metric("interrupts_per_s", (tot[6] + tot[4]) / secs);
         r.metric("msi_writes", 0.0);

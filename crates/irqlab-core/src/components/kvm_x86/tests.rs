@@ -47,9 +47,43 @@ fn go(text: &str) -> RunOutput {
     // No more than two NMIs pending, none delivered that was not queued and kept.
     assert!(a.max_nmi_pending <= 2);
     assert!(a.nmis_delivered <= a.nmis_queued - a.nmis_dropped);
-    // Every posted interrupt reaches the guest or is still in a PIR at the end.
-    assert_eq!(a.posted, a.posted_delivered + a.posted_pending);
+    // Every posted interrupt reaches the guest, merges into its vector's PIR
+    // bit, or is still in a PIR at the end; and the same through the IRR.
+    assert_eq!(a.posted, a.posted_delivered + a.posted_coalesced + a.posted_pending);
+    assert_eq!(a.irr_raised, a.irr_delivered + a.irr_coalesced + a.irr_pending, "{a:?}");
     out
+}
+
+/// Without APICv an interrupt reaches the guest only by injection at a VM
+/// entry, one vector an entry (`kvm_check_and_inject_events`), and a vector
+/// raised again while its IRR bit is set merges into it. A review found 1.0 M
+/// timer interrupts delivered against 274 k entries (each tick was counted).
+#[test]
+fn without_apicv_an_entry_delivers_one_interrupt_and_a_repeated_vector_merges() {
+    let one = |rates: &str| {
+        let text = scenario("\"upstream-after\"", rates, "apicv = false\nhv_timer = false").replace("vcpus = 4", "vcpus = 1");
+        go(&text)
+    };
+    for rates in ["timer = 300000", "timer = 100000\nipi = 0\ndevice = 200000", "timer = 50000\ndevice = 50000\nother_exits = 1000"] {
+        let out = one(rates);
+        let (m, a) = (&out.report.metrics, out.kvm.as_ref().unwrap());
+        assert!(m["virqs_delivered"] <= m["vm_enters"], "{rates}: {} delivered, {} entries", m["virqs_delivered"], m["vm_enters"]);
+        assert_eq!(a.max_irr_per_entry, 1, "{rates}");
+        assert!(a.irr_delivered > 10_000, "{rates}: {}", a.irr_delivered);
+    }
+    // At 300 k ticks a second the ticks come faster than entries: some merge.
+    let fast = one("timer = 300000");
+    assert!(fast.kvm.as_ref().unwrap().irr_coalesced > 1_000);
+    assert!(fast.report.metrics["virqs_coalesced"] > 1_000.0, "the report says how many merged");
+    // Two vectors pending together: the second waits for the IRQ-window exit
+    // rather than for an unrelated one (there are none here).
+    let two = one("timer = 100000\ndevice = 100000");
+    let a = two.kvm.as_ref().unwrap();
+    assert!(a.irr_delivered as f64 > 0.9 * (a.irr_raised - a.irr_coalesced) as f64, "{a:?}");
+    // With APICv the entry's virtual-interrupt delivery takes every pending vector at once.
+    let text = scenario("\"upstream-after\"", "timer = 100000\ndevice = 100000", "apicv = true\nhv_timer = false")
+        .replace("vcpus = 4", "vcpus = 1");
+    assert!(go(&text).kvm.unwrap().max_irr_per_entry <= 1, "the device's are posted, the timer alone goes through the IRR");
 }
 
 #[test]
