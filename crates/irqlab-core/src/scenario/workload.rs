@@ -199,7 +199,7 @@ pub struct PagefaultCosts {
     pub unmap: Time,
 }
 
-/// `zone_batchsize()` for a zone of 256 MiB or more with 4 KiB pages.
+/// `zone_batchsize()` for a zone of about 688 MiB or more with 4 KiB pages (mm/page_alloc.c).
 pub const PCP_BATCH: u64 = 63;
 
 impl PagefaultCosts {

@@ -75,7 +75,7 @@ pub struct KvmCosts {
     #[serde(default)]
     pub guest_nmi_handler: Time,
     /// The host's `schedule()` detour when a reschedule is pending before VM-enter
-    /// (`kvm_xfer_to_guest_mode_handle_work`); the other task's time is not modelled.
+    /// (`xfer_to_guest_mode_handle_work`, kernel/entry/kvm.c); the other task's time is not modelled.
     #[serde(default)]
     pub host_resched: Time,
 }

@@ -154,7 +154,7 @@ fn a_timer_on_the_vmx_preemption_timer_never_cancels_an_hrtimer_can() {
     let hr = go(&long_window(scenario("\"upstream-after\"", rates, "apicv = true\nhv_timer = false")));
     assert!(hr.report.metrics["cancels.EVENT.source.timer"] > 100.0);
     // Without APICv the preemption timer is still used (`kvm_can_use_hv_timer`
-    // asks only that the timer is not posted): its expiry is the vCPU's own exit
+    // asks that the timer is not posted and MWAIT not passed through): its expiry is the vCPU's own exit
     // and the request is the vCPU's, raised before its pass. It cancelled here
     // as an hrtimer until 2026-11-27 (a review).
     let no_apicv = go(&long_window(scenario("\"upstream-after\"", rates, "apicv = false")));

@@ -85,7 +85,8 @@ pub struct Nic {
     #[serde(default)]
     pub host_cpus: Vec<u32>,
     /// The host handler of a remapped VF interrupt: `vfio_msihandler`,
-    /// `eventfd_signal`, `irqfd_wakeup` → `kvm_set_msi` → the posted-interrupt notification.
+    /// `eventfd_signal`, `irqfd_wakeup` → `kvm_arch_set_irq_inatomic` → `kvm_irq_delivery_to_apic_fast` → the
+    /// posted-interrupt notification.
     #[serde(default = "d_vfio")]
     pub vfio_handler: Time,
 }
