@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import base64
 import json
+import math
 import re
 from pathlib import Path
 
@@ -333,3 +334,13 @@ def test_a_report_over_an_earlier_one_keeps_no_trace_of_a_figure_it_lacks(figure
 
 def test_figures_that_name_a_file_say_it_is_not_a_directory(small):
     assert_user_error(run_cli("reproduce", "--figures", small), "not a directory", "directory of figure scenarios")
+
+
+def test_a_metric_produced_without_a_value_is_produced_not_a_crash() -> None:
+    # A 100 µs probe of M2 leaves its command unfinished, so `spe.effective_mhz`
+    # is null; the probe asks only that the metric exists (it raised TypeError).
+    from irqlab.reproduce import lookup
+
+    v = lookup({"metrics": {"spe.effective_mhz": None}}, "spe.effective_mhz")
+    assert v is not None and math.isnan(v)
+    assert lookup({"metrics": {}}, "spe.effective_mhz") is None

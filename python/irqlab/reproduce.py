@@ -208,7 +208,10 @@ def lookup(result: dict[str, Any], metric: str) -> float | None:
     (`irq_latency.mean`, `irq_latency.p99.9`); None if there is no such value."""
     metrics = result.get("metrics", {})
     if metric in metrics:
-        return float(metrics[metric])
+        # A metric the run produces without a value (null in JSON: e.g. an
+        # unfinished command's `spe.effective_mhz`) is produced all the same.
+        v = metrics[metric]
+        return math.nan if v is None else float(v)
     found = _statistic(result, metric)
     return float(found[1][found[2]]) if found else None
 
