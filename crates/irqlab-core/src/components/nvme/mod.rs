@@ -78,7 +78,7 @@ pub struct Nvme {
 }
 
 /// The polling jobs of one CPU: one spins and resubmits at a time, for its
-/// slice, then the next (`need_resched()` ends `io_iopoll_check`'s loop).
+/// slice, then the next (the scheduler preempts it there: `need_resched()`).
 /// Each job has a completion queue of its own in the model (its share of the
 /// CPU's poll queue), so the I/Os it waits for are that queue's.
 #[derive(Default)]

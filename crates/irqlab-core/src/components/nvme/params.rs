@@ -97,16 +97,19 @@ pub struct Nvme {
     #[serde(default = "d_poll")]
     pub poll: Time,
     /// Polled queues: the polling jobs on one CPU take turns of this length.
-    /// A job spins in `io_uring_enter` until `need_resched()` (`io_iopoll_check`,
-    /// `blk_hctx_poll`), so one job at a time polls and resubmits on its CPU,
-    /// and another job's completed I/Os wait for its turn. Default: EEVDF's
-    /// slice, `sysctl_sched_base_slice` 0.7 ms × (1 + ilog2(min(CPUs, 8)))
+    /// A job polls in `io_uring_enter` (`io_iopoll_check`, `blk_hctx_poll`),
+    /// which returns once it has its events or `need_resched()`, and goes
+    /// straight back to submitting and polling: it keeps its CPU until the
+    /// scheduler preempts it at its slice's end. So one job at a time polls
+    /// and resubmits on its CPU, and another job's completed I/Os wait for its
+    /// turn. Default: EEVDF's slice, `sysctl_sched_base_slice` 0.7 ms × (1 + ilog2(min(CPUs, 8)))
     /// (kernel/sched/fair.c, `get_update_sysctl_factor`), 2.8 ms from 8 CPUs
     /// on. `"0s"`: no turns, every job served at once (the model until 2026-11-28).
     #[serde(default)]
     pub poll_slice: Option<Time>,
     /// Hardirq cost per completion entry reaped (`nvme_handle_cqe`,
-    /// `blk_mq_complete_request`, waking the job); in the job's thread when polled.
+    /// `nvme_try_complete_req` → `blk_mq_complete_request_remote`, the batch's
+    /// `nvme_pci_complete_batch`, waking the job); in the job's thread when polled.
     #[serde(default)]
     pub per_cqe: Time,
     /// CPU time per I/O in the job's thread, on the CPU that reaped it: the

@@ -35,7 +35,7 @@ pub struct Vblk {
     /// Guest CPU per I/O to submit: fio, the read syscall, blk-mq, `nvme_queue_rq`.
     #[serde(default)]
     pub submit: Time,
-    /// Guest CPU per completion: `nvme_irq`, `blk_mq_complete_request`, waking fio, fio's reap.
+    /// Guest CPU per completion: `nvme_irq`, `nvme_try_complete_req`, waking fio, fio's reap.
     #[serde(default)]
     pub complete: Time,
 }
