@@ -256,3 +256,13 @@ def test_a_reader_that_goes_away_ends_the_command_as_sigpipe_would(small):
     rc = p.wait(timeout=120)
     assert rc == 141, (rc, p.stderr.read())
     assert p.stderr.read() == b""
+
+
+def test_a_metric_with_no_value_reads_n_a_in_tables() -> None:
+    # An unfinished M2 command's `spe.effective_mhz` is null: the summary said "None".
+    from irqlab.cli.render import fmt
+    from irqlab.cli.summary import human
+
+    assert fmt(None) == "n/a"
+    assert human(None, "MHz") == "n/a"
+    assert fmt(3.0) == "3" and human(155.0, "MHz") == "155 MHz"

@@ -46,7 +46,9 @@ HIST_STATS = ["count", "mean", "min", "p50", "p90", "p99", "p99.9", "p99.99", "m
 
 
 def fmt(v: Any) -> str:
-    if isinstance(v, bool) or v is None:
+    if v is None:
+        return "n/a"  # a metric with no value (null in JSON), as the other tables write it
+    if isinstance(v, bool):
         return str(v)
     if isinstance(v, int) or (isinstance(v, float) and v.is_integer() and abs(v) < 1e15):
         return f"{int(v):,}"

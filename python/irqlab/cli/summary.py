@@ -141,6 +141,8 @@ def human_share(x: float) -> str:
 def human(v: Any, unit: str, micro: str = "µ") -> str:
     """A value in its unit as a person reads it (`unit` as `unit_of` gives it,
     or a histogram's)."""
+    if v is None:
+        return fmt(v)
     if isinstance(v, bool) or not isinstance(v, (int, float)):
         return str(v)
     x = float(v)
