@@ -124,16 +124,19 @@ pub fn run_machine<P: Parts>(sc: &Scenario, opt: RunOptions, arrivals: &BTreeMap
     });
     let (mut audit, pending_events) = out.audit;
     audit.time_reversals = out.time_reversals;
-    RunOutput {
-        report: out.report,
-        trace: out.trace,
-        trace_error: out.trace_error,
-        audit,
-        pending_events,
-        seed,
-        kvm: None,
-        stopped: out.stopped,
+    let mut report = out.report;
+    for t in sc.tasks.iter().filter(|t| t.cpus_defaulted && t.count > 1 && t.vm.is_none() && sc.platform.cpus > 1) {
+        // Scaling a task's `count` alone stacks it on CPU 0: the total stays
+        // flat and each instance's `ns_per_op` grows, which reads like a result.
+        report.warn(format!(
+            "task {}: its {} instances all run on CPU 0 (no `cpus` given) and share it, while {} other CPUs run none of \
+             them; give `cpus` to spread them (instance i runs on cpus[i % len])",
+            t.name,
+            t.count,
+            sc.platform.cpus - 1
+        ));
     }
+    RunOutput { report, trace: out.trace, trace_error: out.trace_error, audit, pending_events, seed, kvm: None, stopped: out.stopped }
 }
 
 #[derive(Serialize)]
@@ -198,5 +201,22 @@ mod tests {
         assert!(half.histograms["irq_latency"].count > 0);
         assert!(!half.metrics.keys().any(|k| k.starts_with("cpu0.")), "per-CPU metrics stay out");
         assert!(super::to_json(&crate::load(toml, "h.toml", &[]).unwrap(), &out).contains("\"first_half\":{"));
+    }
+
+    /// A task's `count` raised without `cpus` stacks every instance on CPU 0;
+    /// the run says so (a review scaled M1's gettid to 256 tasks on 256 CPUs
+    /// and read the one CPU's throughput). Given `cpus`, stacking is meant.
+    #[test]
+    fn instances_left_on_cpu0_by_default_are_named() {
+        let toml = "name = \"t\"\nduration = \"1ms\"\nwarmup = \"0s\"\n[platform]\ncpus = 4\n\
+                    [[task]]\nname = \"loop\"\nwork = \"1us\"\n";
+        let stacked = |sets: &[&str]| {
+            let out = super::run_audited(toml, sets);
+            out.report.warnings.iter().any(|w| w.contains("task loop: its 3 instances all run on CPU 0"))
+        };
+        assert!(stacked(&["task.0.count=3"]));
+        assert!(!stacked(&["task.0.count=3", "task.0.cpus=[0]"]), "stacking asked for");
+        assert!(!stacked(&["task.0.count=3", "task.0.cpus=[0, 1, 2]"]));
+        assert!(!stacked(&["task.0.count=1"]));
     }
 }

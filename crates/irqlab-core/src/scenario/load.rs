@@ -44,6 +44,10 @@ fn load_value(mut value: toml::Value, origin: &str, overrides: &[String]) -> Res
     for o in overrides {
         overrides::apply(&mut value, o).map_err(|m| ScenarioError(format!("--set {}: {}", escaped(o), one_line(&m))))?;
     }
+    let tasks_without_cpus: Vec<bool> = match value.get("task") {
+        Some(toml::Value::Array(tasks)) => tasks.iter().map(|t| t.get("cpus").is_none()).collect(),
+        _ => Vec::new(),
+    };
     let mut sc: Scenario = serde_path_to_error::deserialize(value).map_err(|e| {
         let path = escaped(&e.path().to_string());
         // toml appends "\nin `key`", which the path already says.
@@ -58,6 +62,9 @@ fn load_value(mut value: toml::Value, origin: &str, overrides: &[String]) -> Res
     validate::check(&sc)
         .and_then(|_| validate::check_fitted(&sc))
         .map_err(|(path, msg)| ScenarioError(format!("{origin}: {}{path}: {msg}", from_override(overrides, &path))))?;
+    for (t, defaulted) in sc.tasks.iter_mut().zip(tasks_without_cpus) {
+        t.cpus_defaulted = defaulted;
+    }
     for e in &mut sc.expect {
         if e.name.is_empty() {
             e.name = sc.name.clone();

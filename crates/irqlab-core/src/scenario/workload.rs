@@ -117,6 +117,10 @@ pub struct Task {
     /// CPUs (vCPU indices if `vm` is set); instance i runs on `cpus[i % len]`.
     #[serde(default = "cpu0")]
     pub cpus: Vec<u32>,
+    /// `cpus` was left out, so every instance runs on CPU 0 (set by `load`,
+    /// for the run's warning when several instances share it).
+    #[serde(skip)]
+    pub cpus_defaulted: bool,
     #[serde(default)]
     pub vm: Option<String>,
     pub work: Time,
