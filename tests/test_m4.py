@@ -118,3 +118,7 @@ def test_the_summary_counts_vcpus_for_the_kvm_model() -> None:
     assert_ok(p)
     title = next(line for line in p.stdout.splitlines() if line.startswith("summary"))
     assert "8 vCPUs" in title and "CPU," not in title and not title.endswith("1 CPU"), title
+    p = run_cli("run", FIG, "--set", "duration=100ms", "--set", "kvm.vms=2")
+    assert_ok(p)
+    title = next(line for line in p.stdout.splitlines() if line.startswith("summary"))
+    assert title.endswith("16 vCPUs in 2 VMs"), title

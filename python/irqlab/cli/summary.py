@@ -418,10 +418,14 @@ def summary_title(result: dict[str, Any]) -> str:
         warmup = human_time(warm, trim=True)
         parts.append(f"{measured} measured after a {warmup} warm-up" if warm else f"{measured} measured")
     cpus = (scen.get("platform") or {}).get("cpus")
-    vcpus = (scen.get("kvm") or {}).get("vcpus")
+    kvm = scen.get("kvm") or {}
+    vcpus, vms = kvm.get("vcpus"), kvm.get("vms")
     if isinstance(vcpus, int):
-        # M4's KVM model runs vCPUs, each on a host CPU of its own: the platform's CPUs are not used.
-        parts.append(f"{vcpus} vCPU{'s' if vcpus != 1 else ''}")
+        # M4's KVM model runs vCPUs (`vcpus` per VM), each on a host CPU of its own:
+        # the platform's CPUs are not used.
+        vms = vms if isinstance(vms, int) else 1
+        n = vcpus * vms
+        parts.append(f"{n} vCPU{'s' if n != 1 else ''}" + (f" in {vms} VMs" if vms > 1 else ""))
     elif isinstance(cpus, int):
         parts.append(f"{cpus} CPU{'s' if cpus != 1 else ''}")
     return "summary" + (": " + ", ".join(parts) if parts else "")

@@ -55,23 +55,14 @@ pub enum Src {
     PmuEmulated,
     /// The guest IRETed from its NMI handler with an NMI pending (NMI-window exit).
     NmiWindow,
-    /// The guest can take the next interrupt left in its IRR (IRQ-window exit, without APICv).
-    IrqWindow,
+    /// Without APICv: the guest's EOI write for an injected vector, trapped
+    /// (`apic_set_eoi` raises KVM_REQ_EVENT), or the immediate exit KVM asks
+    /// for when an NMI took the entry with an interrupt still pending.
+    Eoi,
 }
 const NSRC: usize = 9;
-const SRC_NAMES: [&str; NSRC + 2] = [
-    "pmu_overflow",
-    "ipi",
-    "timer",
-    "nmi",
-    "smi",
-    "other_exit",
-    "device",
-    "host_resched",
-    "pmu_emulated_overflow",
-    "nmi_window",
-    "irq_window",
-];
+const SRC_NAMES: [&str; NSRC + 2] =
+    ["pmu_overflow", "ipi", "timer", "nmi", "smi", "other_exit", "device", "host_resched", "pmu_emulated_overflow", "nmi_window", "eoi"];
 /// Sources that run on wall-clock time; the others run on guest time and stop on an exit.
 const WALL_CLOCK: [Src; 5] = [Src::Timer, Src::Nmi, Src::Smi, Src::Device, Src::HostResched];
 const GUEST_TIME: [Src; 4] = [Src::PmuOverflow, Src::Ipi, Src::Other, Src::PmuEmulated];
@@ -284,8 +275,10 @@ pub struct KvmAudit {
     pub irr_delivered: u64,
     pub irr_pending: u64,
     /// The most IRR vectors one VM entry delivered (one without APICv:
-    /// `kvm_check_and_inject_events` injects one and asks for the IRQ window).
+    /// `kvm_check_and_inject_events` injects one), and entries without APICv
+    /// that delivered an NMI and a vector together (none: one event an entry).
     pub max_irr_per_entry: u32,
+    pub nmi_and_irq_entries: u64,
     /// Events handed out of time order (the scheduler's audit, copied here).
     pub time_reversals: u64,
     /// NMI-window exits taken while the vCPU was not in the guest (its NMI
@@ -653,7 +646,7 @@ impl KvmModel {
                 self.vcpus[v].window_timer = None;
                 self.request(s, v, Req::Event, Cause::Src(src));
             }
-            Src::IrqWindow => unreachable!("the IRQ window is requested at entry, not scheduled"),
+            Src::Eoi => unreachable!("the EOI exit is taken at entry, not scheduled"),
         }
     }
 
@@ -693,7 +686,8 @@ impl KvmModel {
                 if vc.nmi_masked_until == NEVER {
                     vc.nmi_masked_until = now + std::mem::take(&mut vc.nmi_left);
                 }
-                if !vc.injecting.is_empty() {
+                let nmi_in = !vc.injecting.is_empty();
+                if nmi_in {
                     vc.lvtpc_wait = false; // the handler that will unmask the LVTPC starts
                 }
                 for (t, from_pmi) in vc.injecting.drain(..) {
@@ -718,13 +712,20 @@ impl KvmModel {
                 vc.virqs += (injected | pir).count_ones() as u64;
                 vc.coalesced += merged;
                 self.audit.irr_delivered += injected.count_ones() as u64;
+                if nmi_in && injected != 0 && !self.apicv {
+                    self.audit.nmi_and_irq_entries += 1;
+                }
                 self.audit.max_irr_per_entry = self.audit.max_irr_per_entry.max(injected.count_ones());
                 self.audit.posted_delivered += pir.count_ones() as u64 - merged;
                 self.audit.posted_coalesced += merged;
                 for t in vc.pmi_posted.drain(..) {
                     self.pmi_latency.record(now - t);
                 }
-                if vc.nmi.pending > 0 && !vc.window_armed {
+                // Without APICv, a vector left in the IRR with none injected here
+                // (the guest's NMI handler holds IF clear): `enable_irq_window`,
+                // whose exit comes when that handler IRETs, as the NMI window's.
+                let leftover = !self.apicv && injected == 0 && vc.irr != 0;
+                if (vc.nmi.pending > 0 || leftover) && !vc.window_armed {
                     // An NMI still pending behind the guest's NMI handler: exit when it IRETs.
                     vc.window_armed = true;
                     let at = vc.nmi_masked_until.max(now);
@@ -739,11 +740,13 @@ impl KvmModel {
                     }
                 }
                 let due = std::mem::take(&mut self.vcpus[v].hv_timer_due);
-                // Vectors left in the IRR (one is injected per entry without
-                // APICv): `enable_irq_window`, an exit once the guest can take
-                // the next, when the handler of this one has IRETed. The model
-                // has no guest handler for a fixed vector, so that is at once.
-                let window = !self.apicv && self.vcpus[v].irr != 0;
+                // Without APICv the guest's EOI write for the vector injected
+                // here traps, and `apic_set_eoi` raises KVM_REQ_EVENT (lapic.c),
+                // which injects what the IRR still holds; the model has no guest
+                // handler for a fixed vector, so that exit comes at once. An NMI
+                // injected with a vector still pending asks for an immediate
+                // exit (`req_immediate_exit`, x86.c), which the same exit is.
+                let eoi = !self.apicv && (injected != 0 || (nmi_in && self.vcpus[v].irr != 0));
                 if due > 0 {
                     // The preemption timer, armed with a deadline already past, exits at once.
                     self.vcpus[v].kicked = false;
@@ -751,11 +754,11 @@ impl KvmModel {
                     for _ in 0..due {
                         self.interrupt(s, v, Src::Timer, false);
                     }
-                } else if std::mem::take(&mut self.vcpus[v].kicked) || window {
+                } else if std::mem::take(&mut self.vcpus[v].kicked) || eoi {
                     self.exit(s, v, 0);
                 }
-                if window {
-                    self.request(s, v, Req::Event, Cause::Src(Src::IrqWindow));
+                if eoi {
+                    self.request(s, v, Req::Event, Cause::Src(Src::Eoi));
                 }
             }
         }

@@ -46,8 +46,12 @@ impl KvmModel {
             if vc.repeat & Req::Event.bit() != 0 {
                 vc.lost += len; // what vmx_cancel_injection returned, injected again
             }
+            // A cancelled injection is re-injected first (`kvm_check_and_inject_events`:
+            // `can_inject` is then false), and VMX injects one event per entry: an
+            // NMI waits behind it.
             let mut nmi_now = false;
-            if vc.nmi.pending > 0 && !vc.nmi.injected && s.now() >= vc.nmi_masked_until {
+            let reinject = vc.injecting_irr != 0 && !self.apicv;
+            if vc.nmi.pending > 0 && !vc.nmi.injected && s.now() >= vc.nmi_masked_until && !reinject {
                 vc.nmi.pending -= 1;
                 vc.nmi.injected = true;
                 nmi_now = true;
@@ -58,10 +62,11 @@ impl KvmModel {
             // vIRR bit. Without it one vector is injected per entry: the
             // highest (`kvm_cpu_get_interrupt`), none when an NMI goes in this
             // pass or a cancelled injection is re-injected (`can_inject` is
-            // false); the rest wait for the IRQ window (see the entry).
+            // false), nor while the guest's NMI handler runs with IF clear
+            // (`interrupt_allowed` fails); the rest wait (see the entry).
             let take = if self.apicv {
                 vc.irr
-            } else if nmi_now || vc.injecting_irr != 0 {
+            } else if nmi_now || reinject || s.now() < vc.nmi_masked_until {
                 0
             } else {
                 highest(vc.irr)
