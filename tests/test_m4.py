@@ -106,11 +106,12 @@ def test_kvm_with_sources_is_rejected(tmp_path: Path) -> None:
 def test_explanations_read_as_english_for_every_source() -> None:
     from irqlab.kvm_order import Cause, Evaluated
 
-    causes = [Cause("EVENT", "source", what, 1.0) for what in ("ipi", "timer", "irq_window")]
-    lines = Evaluated(["NMI"], 3.0, 0.0, None, causes).explain()
+    causes = [Cause("EVENT", "source", what, 1.0) for what in ("ipi", "timer", "nmi_window", "eoi")]
+    lines = Evaluated(["NMI"], 4.0, 0.0, None, causes).explain()
     assert lines[0].startswith("an ipi interrupt (EVENT)"), lines
     assert lines[1].startswith("a timer interrupt (EVENT)"), lines
-    assert lines[2].startswith("the irq window exit's EVENT"), lines
+    assert lines[2].startswith("the nmi window exit's EVENT"), lines
+    assert lines[3].startswith("the eoi exit's EVENT"), lines
 
 
 def test_the_summary_counts_vcpus_for_the_kvm_model() -> None:

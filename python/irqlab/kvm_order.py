@@ -55,7 +55,7 @@ class Evaluated:
                 out.append(f"servicing {what} raises {req} after {req}'s check: {per_s:,.1f}/s")
             elif req == "EVENT":
                 late = f"arrives after injection, interrupts off: {per_s:,.1f}/s"
-                if what.endswith("_window"):
+                if what.endswith("_window") or what == "eoi":  # an exit of the guest's, not an interrupt
                     out.append(f"the {what.replace('_', ' ')} exit's EVENT {late}")
                 else:
                     article = "an" if what[:1] in "aeiou" else "a"

@@ -71,7 +71,6 @@ impl KvmModel {
             } else {
                 highest(vc.irr)
             };
-            debug_assert_eq!(take & vc.injecting_irr, 0, "a vector being injected is not taken again");
             vc.irr &= !take;
             vc.injecting_irr |= take;
             if take & vector::PMI != 0 {
