@@ -107,11 +107,13 @@ def test_explanations_read_as_english_for_every_source() -> None:
     from irqlab.kvm_order import Cause, Evaluated
 
     causes = [Cause("EVENT", "source", what, 1.0) for what in ("ipi", "timer", "nmi_window", "eoi")]
-    lines = Evaluated(["NMI"], 4.0, 0.0, None, causes).explain()
+    causes.append(Cause("UNBLOCK", "source", "timer", 1.0))
+    lines = Evaluated(["NMI"], 5.0, 0.0, None, causes).explain()
     assert lines[0].startswith("an ipi interrupt (EVENT)"), lines
     assert lines[1].startswith("a timer interrupt (EVENT)"), lines
     assert lines[2].startswith("the nmi window exit's EVENT"), lines
     assert lines[3].startswith("the eoi exit's EVENT"), lines
+    assert lines[4].startswith("UNBLOCK from timer arrives during the pass, which no list services"), lines
 
 
 def test_the_summary_counts_vcpus_for_the_kvm_model() -> None:

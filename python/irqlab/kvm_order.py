@@ -60,6 +60,8 @@ class Evaluated:
                 else:
                     article = "an" if what[:1] in "aeiou" else "a"
                     out.append(f"{article} {what} interrupt (EVENT) {late}")
+            elif req in ("UNBLOCK", "RESCHED"):
+                out.append(f"{req} from {what} arrives during the pass, which no list services: {per_s:,.1f}/s")
             else:
                 out.append(f"{req} from {what} arrives after its check in the list: {per_s:,.1f}/s")
         return out

@@ -169,8 +169,11 @@ struct Vcpu {
     irr: u8,
     injecting_irr: u8,
     virqs: u64,
-    /// Interrupts that merged into their vector's pending IRR or PIR bit.
+    /// Interrupts that merged into their vector's pending IRR or PIR bit (and
+    /// hrtimer expiries dropped while a tick was pending).
     coalesced: u64,
+    /// An hrtimer tick waits for `vcpu_run` to inject it (`lapic_timer.pending`).
+    timer_pending: bool,
     /// Posted interrupts not yet in the guest (PIR bits, synced at VM entry), and
     /// the posted fixed-mode PMI among them (when its overflow happened).
     pir: u8,
@@ -294,8 +297,10 @@ impl KvmModel {
         for (i, r) in order.iter().enumerate() {
             pos_of[*r as usize] = i;
         }
-        // The final check sees EVENT, then a pending reschedule, after the list.
+        // The final check sees EVENT, then a pending reschedule, then a timer's
+        // UNBLOCK, after the list (a cancel is attributed to the first pending).
         pos_of[Req::Resched as usize] = ORDERED.len() + 1;
+        pos_of[Req::Unblock as usize] = ORDERED.len() + 2;
         let gap = |r: crate::scenario::Rate| if r.0 > 0.0 { 1.0 / r.0 } else { f64::INFINITY };
         let r = &k.rates;
         let n = k.vms * k.vcpus;
@@ -324,6 +329,7 @@ impl KvmModel {
                 irr: 0,
                 injecting_irr: 0,
                 coalesced: 0,
+                timer_pending: false,
                 virqs: 0,
                 pir: 0,
                 pmi_posted: Vec::new(),
@@ -620,9 +626,20 @@ impl KvmModel {
                     self.vcpus[v].hv_timer_due += 1;
                 }
             }
+            // Posted from the hrtimer callback itself (`kvm_can_post_timer_interrupt`).
+            Src::Timer if self.apicv && self.post_timer => self.interrupt(s, v, src, true),
+            // The hrtimer otherwise (`apic_timer_expired`, lapic.c): the tick is
+            // pending in `lapic_timer.pending` (an expiry while one is pending is
+            // dropped), with KVM_REQ_UNBLOCK and a kick; `vcpu_run` injects it when
+            // `vcpu_enter_guest` returns (`kvm_inject_pending_timer_irqs`, see `step`).
             Src::Timer => {
-                let posted = self.apicv && self.post_timer;
-                self.interrupt(s, v, src, posted);
+                let vc = &mut self.vcpus[v];
+                if vc.timer_pending {
+                    vc.coalesced += 1;
+                    return;
+                }
+                vc.timer_pending = true;
+                self.request(s, v, Req::Unblock, Cause::Src(src));
             }
             Src::HostResched => self.request(s, v, Req::Resched, Cause::Src(src)),
             Src::Nmi => {
@@ -661,7 +678,16 @@ impl KvmModel {
                     vc.lost += self.c.cancel;
                     vc.after_cancel = true;
                 }
-                // vcpu_run(): pending host work (`__xfer_to_guest_mode_work_pending`) before the next attempt.
+                // vcpu_run(), as `vcpu_enter_guest` returns: UNBLOCK cleared and a
+                // pending timer tick injected (through the APIC: posted with APICv,
+                // else the IRR and EVENT); then pending host work
+                // (`__xfer_to_guest_mode_work_pending`) before the next attempt.
+                vc.pending &= !Req::Unblock.bit();
+                if std::mem::take(&mut vc.timer_pending) {
+                    let posted = self.apicv;
+                    self.interrupt(s, v, Src::Timer, posted);
+                }
+                let vc = &mut self.vcpus[v];
                 if vc.pending & Req::Resched.bit() != 0 {
                     vc.pending &= !Req::Resched.bit();
                     vc.reschedules += 1;

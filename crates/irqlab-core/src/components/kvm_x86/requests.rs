@@ -36,6 +36,9 @@ pub enum Lvtpc {
 /// checked by event injection, after the list. `Resched` is not a request bit:
 /// it stands for TIF_NEED_RESCHED or a pending signal, which the final check
 /// (`kvm_vcpu_exit_request` → `xfer_to_guest_mode_work_pending`) also honours.
+/// `Unblock` (KVM_REQ_UNBLOCK, which the LAPIC timer's hrtimer raises) is in
+/// no list either: any pending request cancels at the final check, and
+/// `vcpu_run` clears it when `vcpu_enter_guest` returns.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, PartialOrd, Ord)]
 #[repr(u8)]
 pub enum Req {
@@ -50,6 +53,7 @@ pub enum Req {
     ApicPageReload,
     Event,
     Resched,
+    Unblock,
 }
 
 pub const ORDERED: [Req; 9] = [
@@ -63,7 +67,7 @@ pub const ORDERED: [Req; 9] = [
     Req::LoadEoiExitmap,
     Req::ApicPageReload,
 ];
-pub const NREQ: usize = 11;
+pub const NREQ: usize = 12;
 
 impl Req {
     pub fn name(self) -> &'static str {
@@ -79,6 +83,7 @@ impl Req {
             Req::ApicPageReload => "APIC_PAGE_RELOAD",
             Req::Event => "EVENT",
             Req::Resched => "RESCHED",
+            Req::Unblock => "UNBLOCK",
         }
     }
 
@@ -87,12 +92,13 @@ impl Req {
     }
 
     /// The request whose bit is `i`: `ORDERED` lists the ordered ones by their
-    /// bit, EVENT and RESCHED come after them.
+    /// bit, EVENT, RESCHED and UNBLOCK come after them.
     pub fn from_bit_index(i: usize) -> Req {
         match i {
             _ if i < ORDERED.len() => ORDERED[i],
             9 => Req::Event,
-            _ => Req::Resched,
+            10 => Req::Resched,
+            _ => Req::Unblock,
         }
     }
 
