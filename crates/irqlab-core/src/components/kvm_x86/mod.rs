@@ -165,7 +165,9 @@ struct Vcpu {
     window_timer: Option<TimerHandle>,
     /// The emulated local APIC's IRR (`vector` bits: timer, IPI, device,
     /// fixed-mode PMI), the vectors being injected on this attempt (kept for
-    /// re-injection when it is cancelled), and the interrupts delivered.
+    /// re-injection when it is cancelled), and the interrupts delivered. Only
+    /// without APICv: with it every interrupt is posted (`vmx_deliver_interrupt`
+    /// → `vmx_deliver_posted_interrupt`), into `pir`.
     irr: u8,
     injecting_irr: u8,
     virqs: u64,
@@ -732,18 +734,15 @@ impl KvmModel {
                 }
                 let injected = std::mem::take(&mut vc.injecting_irr);
                 // sync_pir_to_irr before entry; the guest takes what was posted.
-                // A vector both injected and posted is one IRR bit: the post merges.
+                // (One of the two is empty: the IRR is used only without APICv.)
                 let pir = std::mem::take(&mut vc.pir);
-                let merged = (injected & pir).count_ones() as u64;
-                vc.virqs += (injected | pir).count_ones() as u64;
-                vc.coalesced += merged;
+                vc.virqs += (injected.count_ones() + pir.count_ones()) as u64;
                 self.audit.irr_delivered += injected.count_ones() as u64;
                 if nmi_in && injected != 0 && !self.apicv {
                     self.audit.nmi_and_irq_entries += 1;
                 }
                 self.audit.max_irr_per_entry = self.audit.max_irr_per_entry.max(injected.count_ones());
-                self.audit.posted_delivered += pir.count_ones() as u64 - merged;
-                self.audit.posted_coalesced += merged;
+                self.audit.posted_delivered += pir.count_ones() as u64;
                 for t in vc.pmi_posted.drain(..) {
                     self.pmi_latency.record(now - t);
                 }

@@ -50,7 +50,7 @@ impl KvmModel {
             // `can_inject` is then false), and VMX injects one event per entry: an
             // NMI waits behind it.
             let mut nmi_now = false;
-            let reinject = vc.injecting_irr != 0 && !self.apicv;
+            let reinject = vc.injecting_irr != 0;
             if vc.nmi.pending > 0 && !vc.nmi.injected && s.now() >= vc.nmi_masked_until && !reinject {
                 vc.nmi.pending -= 1;
                 vc.nmi.injected = true;
@@ -58,19 +58,13 @@ impl KvmModel {
                 let o = vc.nmi_origin.pop_front().expect("an origin per NMI");
                 vc.injecting.push(o);
             }
-            // With APICv the entry's virtual-interrupt delivery takes every
-            // vIRR bit. Without it one vector is injected per entry: the
-            // highest (`kvm_cpu_get_interrupt`), none when an NMI goes in this
-            // pass or a cancelled injection is re-injected (`can_inject` is
-            // false), nor while the guest's NMI handler runs with IF clear
-            // (`interrupt_allowed` fails); the rest wait (see the entry).
-            let take = if self.apicv {
-                vc.irr
-            } else if nmi_now || reinject || s.now() < vc.nmi_masked_until {
-                0
-            } else {
-                highest(vc.irr)
-            };
+            // (The IRR is used only without APICv: see `Vcpu::irr`.) One vector
+            // is injected per entry: the highest (`kvm_cpu_get_interrupt`), none
+            // when an NMI goes in this pass or a cancelled injection is
+            // re-injected (`can_inject` is false), nor while the guest's NMI
+            // handler runs with IF clear (`interrupt_allowed` fails); the rest
+            // wait (see the entry).
+            let take = if nmi_now || reinject || s.now() < vc.nmi_masked_until { 0 } else { highest(vc.irr) };
             vc.irr &= !take;
             vc.injecting_irr |= take;
             if take & vector::PMI != 0 {
@@ -186,17 +180,8 @@ impl KvmModel {
             vc.nmi_origin.push_front(o);
         }
         vc.nmi.injected = false;
-        // Without APICv the interrupt being injected stays queued for
-        // re-injection (`__vmx_complete_interrupts` → `kvm_queue_interrupt`),
-        // ahead of the IRR. With APICv nothing was taken out of the vIRR: what
-        // was to be delivered is pending there, and a repeat raised since merges.
-        if self.apicv {
-            let back = std::mem::take(&mut vc.injecting_irr);
-            let merged = (back & vc.irr).count_ones() as u64;
-            vc.coalesced += merged;
-            self.audit.irr_coalesced += merged;
-            vc.irr |= back;
-        }
+        // The interrupt being injected stays queued for re-injection
+        // (`__vmx_complete_interrupts` → `kvm_queue_interrupt`), ahead of the IRR.
         if vc.nmi.pending > 0 || vc.injecting_irr != 0 || vc.irr != 0 {
             vc.pending |= Req::Event.bit();
         }
