@@ -1,13 +1,15 @@
 //! NVMe SSDs driven by fio-like closed-loop jobs. A disk serves I/Os from its
 //! submission queues with `channels` in parallel up to its IOPS ceiling; each
 //! finished I/O is DMA'd (data and completion entry) through the platform
-//! fabric, and once the entry has landed the controller signals the CQ's MSI-X
-//! vector, subject to the vector's mask and the queue's aggregation. The
-//! interrupt is level-like per CQ (the NVMe interrupt status): a message is
-//! sent when the CQ goes from "nothing to signal" to "entries to signal", and
-//! not again until the host has reaped and written the CQ head doorbell. The
-//! handler (`nvme_irq`) reaps every entry it finds; each reaped I/O is
-//! resubmitted by its job (closed loop).
+//! fabric, and once it has posted the entry the controller signals the CQ's
+//! MSI-X vector (the message follows the entry up the link, and PCIe ordering
+//! lands the entry first), subject to the vector's mask and the queue's
+//! aggregation. The interrupt is level-like per CQ (the NVMe interrupt
+//! status): a message is sent when the CQ goes from "nothing to signal" to
+//! "entries to signal", and not again until the host has reaped and written
+//! the CQ head doorbell. The handler (`nvme_irq`) reaps every entry it finds;
+//! each reaped I/O is resubmitted by its job (closed loop). The controller's
+//! side is in `controller.rs`.
 //!
 //! With a `submit` cost the job's thread resubmits on the CPU that reaped the
 //! I/O, as thread work (`Machine::thread_work`): the CPU can saturate, and a
@@ -28,6 +30,7 @@
 //! (Until this was so, a finish completed the oldest I/O in service, which
 //! hid the service times' spread whenever several I/Os were in service.)
 
+mod controller;
 pub mod params;
 #[cfg(test)]
 mod tests;
@@ -43,6 +46,7 @@ use crate::platform::fabric::DmaFor;
 use crate::platform::machine::{Ev, Machine};
 use crate::platform::parts::{Component, Has};
 use crate::scenario::Scenario;
+use controller::{disk_done, disk_kick, dma_out};
 use params::ServiceOrder;
 use rand::Rng as _;
 use std::collections::VecDeque;
@@ -205,19 +209,6 @@ pub struct NvmeGroup {
     /// finding entries holds its CPU in hardirq, which the report says.
     pub longest_irq: Ps,
     pub latency: Latency,
-}
-
-impl Disk {
-    /// Fixed, or `service_min` plus an Erlang-k: the sum of k exponentials
-    /// of mean `(service - service_min) / k`.
-    fn service_time(&mut self) -> Ps {
-        if self.erlang_k == 0 {
-            return self.service;
-        }
-        let mean = (self.service - self.service_min) as f64 * 1e-12 / self.erlang_k as f64;
-        let sum: f64 = (0..self.erlang_k).map(|_| exp1(&mut self.rng)).sum();
-        self.service_min + s_to_ps(sum * mean)
-    }
 }
 
 impl Component for Nvme {
@@ -550,128 +541,6 @@ impl Component for Nvme {
                 .iter()
                 .map(|q| (q.landing.len() + q.posted.len() + q.backlog.len()) as u64 + q.submitting.iter().map(|&n| n as u64).sum::<u64>())
                 .sum::<u64>();
-    }
-}
-
-/// Gives fetched I/Os their channels: with dies, each joins its die's queue
-/// and an idle die starts it; otherwise free channels take queued I/Os, a
-/// random one or the oldest.
-fn disk_kick<P: Has<Nvme>>(m: &mut Machine<P>, s: &mut Scheduler<Ev>, d: u32) {
-    loop {
-        let disk = &mut m.parts.get().disks[d as usize];
-        let (die, io) = match disk.order {
-            ServiceOrder::Die => {
-                if disk.fetched >= disk.fetch_slots {
-                    return; // the controller is full: the rest wait in their submission queues
-                }
-                let Some(io) = disk.sq.pop_front() else { return };
-                disk.fetched += 1;
-                // A random read's block, and so its die, is uniform over the array.
-                let die = disk.rng.gen_range(0..disk.channels);
-                if disk.die_busy[die as usize] {
-                    disk.die_queues[die as usize].push_back(io);
-                    continue;
-                }
-                (die, io)
-            }
-            _ if disk.busy >= disk.channels || disk.sq.is_empty() => return,
-            ServiceOrder::Random => {
-                let k = disk.rng.gen_range(0..disk.sq.len());
-                (0, disk.sq.swap_remove_back(k).expect("k < len"))
-            }
-            ServiceOrder::Fifo => (0, disk.sq.pop_front().expect("not empty")),
-        };
-        start_io(m, s, d, die, io);
-    }
-}
-
-/// A channel (die `die` with dies) starts an I/O; it finishes its service time
-/// after it may start.
-fn start_io<P: Has<Nvme>>(m: &mut Machine<P>, s: &mut Scheduler<Ev>, d: u32, die: u32, (submitted, cq): (Ps, u32)) {
-    let me = m.parts.get();
-    let disk = &mut me.disks[d as usize];
-    let t = disk.service_time();
-    disk.busy += 1;
-    if disk.order == ServiceOrder::Die {
-        disk.die_busy[die as usize] = true;
-    }
-    let io = InService { disk: d, die, submitted, cq };
-    let slot = match me.free_slots.pop() {
-        Some(slot) => {
-            me.channel_ios[slot as usize] = io;
-            slot
-        }
-        None => {
-            me.channel_ios.push(io);
-            (me.channel_ios.len() - 1) as u32
-        }
-    };
-    s.at(s.now().max(submitted) + t, P::ev(NvmeEv::DiskDone, slot));
-}
-
-/// A channel finished an I/O: DMA its data and completion entry.
-fn disk_done<P: Has<Nvme>>(m: &mut Machine<P>, s: &mut Scheduler<Ev>, slot: u32) {
-    let me = m.parts.get();
-    let io = me.channel_ios[slot as usize];
-    me.free_slots.push(slot);
-    let disk = &mut me.disks[io.disk as usize];
-    if disk.dma_inflight >= disk.credits {
-        // The root complex has no room: the data stays in the device, in the
-        // controller's buffer if it has room (its die goes on), else in its
-        // die (or channel), which stays busy.
-        if disk.buffered < disk.read_buffer {
-            disk.buffered += 1;
-            disk.parked.push_back(InService { die: IN_BUFFER, ..io });
-            release_die(m, s, io.disk, io.die);
-            disk_kick(m, s, io.disk);
-        } else {
-            disk.parked.push_back(io);
-        }
-        return;
-    }
-    dma_out(m, s, io);
-}
-
-/// Sends a finished I/O's data and completion entry up the link; its channel is free again.
-fn dma_out<P: Has<Nvme>>(m: &mut Machine<P>, s: &mut Scheduler<Ev>, InService { disk: d, die, submitted, cq }: InService) {
-    let me = m.parts.get();
-    let disk = &mut me.disks[d as usize];
-    disk.dma_inflight += 1;
-    let link = disk.link;
-    let c = &mut me.cqs[cq as usize];
-    c.landing.push_back(submitted);
-    let sk = c.path;
-    let cost = m.dma_write;
-    m.dma(s, DmaFor { owner: P::ID, arg: cq }, cost, sk, link);
-    // The controller signals once it has posted the entry, not once the entry
-    // has landed (a posted write is never acknowledged): the MSI follows the
-    // entry up the link, and PCIe ordering lands the entry first.
-    let c = &mut m.parts.get().cqs[cq as usize];
-    if !c.polled {
-        c.modq.add(s.now(), 1);
-        cq_signal(m, s, cq);
-    }
-    let disk = &mut m.parts.get().disks[d as usize];
-    if disk.order == ServiceOrder::Die {
-        disk.fetched -= 1; // posted: its slot in the controller is free
-    }
-    if die == IN_BUFFER {
-        disk.buffered -= 1; // its die was released when it entered the buffer
-    } else {
-        release_die(m, s, d, die);
-    }
-    disk_kick(m, s, d);
-}
-
-/// A channel (or die) has passed its read on; a die starts the next one queued for it.
-fn release_die<P: Has<Nvme>>(m: &mut Machine<P>, s: &mut Scheduler<Ev>, d: u32, die: u32) {
-    let disk = &mut m.parts.get().disks[d as usize];
-    disk.busy -= 1;
-    if disk.order == ServiceOrder::Die {
-        disk.die_busy[die as usize] = false;
-        if let Some(next) = disk.die_queues[die as usize].pop_front() {
-            start_io(m, s, d, die, next);
-        }
     }
 }
 
