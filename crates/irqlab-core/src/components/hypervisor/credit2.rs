@@ -4,8 +4,14 @@
 //! credits and slices (`burn_credits`, `reset_credit`, `csched2_runtime`).
 //!
 //! credit2 keeps one runqueue for the socket (`credit2_runqueue=socket`, the
-//! default), so a vCPU runs wherever a pCPU is free and migrates when its own
-//! is busy. null gives each vCPU one pCPU for good.
+//! default; Xen splits a socket into runqueues of at most 16 pCPUs,
+//! `sched_credit2_max_cpus_runqueue`, and on Arm every pCPU is socket 0, so
+//! this holds up to 16 pCPUs), so a vCPU runs wherever a pCPU is free and
+//! migrates when its own is busy. null gives each vCPU one pCPU for good.
+//!
+//! Left out: a vCPU taken off its pCPU while runnable is queued and offered at
+//! the decision, where Xen does both once the context switch is over
+//! (`csched2_context_saved`), a switch's cost (1–2 µs) later.
 
 use super::params::{SchedKind, Vwfi};
 use super::state::{ev, hv, notify_switch, push_work, raise_resched, send_ipi, HypEv, Hypervisor, Mode, Vcpu, VcpuState};
@@ -15,6 +21,9 @@ use crate::platform::machine::{Ev, Machine, Parts};
 
 /// `CSCHED2_RATELIMIT_TICKLE_TOLERANCE`: a vCPU this close to the rate limit may be preempted.
 const TICKLE_TOLERANCE: Ps = 50_000_000;
+/// `CSCHED2_MIGRATE_COMPENSATION`: credit a vCPU gains each time a pCPU
+/// pulls it from another (`csched2_schedule`).
+const MIGRATE_COMPENSATION: i64 = 50_000_000;
 
 fn may_run(vc: &Vcpu, p: u32) -> bool {
     vc.pinned.is_none_or(|c| c == p)
@@ -31,7 +40,7 @@ pub(super) fn others_runnable(h: &Hypervisor, p: u32) -> bool {
     })
 }
 
-/// Xen's adaptive WFI (the review's proposal): another vCPU is runnable on
+/// The proposed adaptive WFI (the review's proposal; Xen has only `trap` and `native`): another vCPU is runnable on
 /// pCPU `p`. credit2's runqueue is the socket's, so that is any queued vCPU
 /// that may run on `p` and is not held for another pCPU tickled for it that
 /// has not scheduled yet (`rqd->tickled`), wherever it last ran: a pCPU
@@ -53,20 +62,61 @@ pub(super) fn would_take_one(h: &Hypervisor, p: u32) -> bool {
     best_queued(h, p, None).is_some()
 }
 
-/// `burn_credits`: the running vCPU pays for its time.
+/// `burn_credits`: the running vCPU pays for its time, down to
+/// `CSCHED2_CREDIT_MIN` (−`credit_init`; `t2c_update`).
 fn burn(h: &mut Hypervisor, p: u32, now: Ps) {
     let pc = &mut h.pcpus[p as usize];
     if let Some(v) = pc.cur {
-        h.vcpus[v as usize].credit -= now.saturating_sub(pc.last_burn) as i64;
+        let vc = &mut h.vcpus[v as usize];
+        vc.credit = (vc.credit - now.saturating_sub(pc.last_burn) as i64).max(-(h.c.credit_init as i64));
     }
     pc.last_burn = now;
 }
 
-/// `runq_candidate`: the runqueue's best vCPU for `p` (most credit, first
-/// queued on ties), against a current one with `floor` credit. A vCPU tickled
-/// to another pCPU that has not scheduled yet is left for it, and one that last
-/// ran elsewhere is pulled only with `migrate_resist` more credit.
+/// `runq_insert`: credit2's runqueue is sorted by credit, most first, FIFO
+/// among equals; a credit reset keeps that order, so it is never re-sorted.
+/// null's waitqueue is FIFO (`null_unit_insert`).
+pub(super) fn runq_insert(h: &mut Hypervisor, v: u32) {
+    let credit = h.vcpus[v as usize].credit;
+    let pos = match h.kind {
+        Some(SchedKind::Credit2) => h.runq.iter().position(|&u| credit > h.vcpus[u as usize].credit),
+        _ => None,
+    };
+    h.runq.insert(pos.unwrap_or(h.runq.len()), v);
+}
+
+/// `runq_candidate`: the first vCPU in credit order that `p` may take
+/// against `floor`, the credit of the runnable current vCPU, or without one
+/// the idle unit's (`CSCHED2_IDLE_CREDIT`, below any vCPU's). The scan ends at
+/// the first with no more credit than that; a vCPU tickled to another pCPU
+/// that has not scheduled yet is left for it, and one that last ran elsewhere
+/// is pulled only with `migrate_resist` more credit than that.
+/// (Until 2026-11-29 it took the most credit and weighed a remote vCPU
+/// against the best found so far, which could leave a remote vCPU for a local
+/// one with less; an audit against credit2.c.)
 fn best_queued(h: &Hypervisor, p: u32, floor: Option<i64>) -> Option<u32> {
+    if h.kind == Some(SchedKind::Null) {
+        return best_waiting(h, p, floor);
+    }
+    let snext = floor.unwrap_or(-(h.c.credit_init as i64) - 1);
+    for &u in &h.runq {
+        let vc = &h.vcpus[u as usize];
+        if vc.credit <= snext {
+            break;
+        }
+        if !may_run(vc, p) || vc.tickled_cpu.is_some_and(|t| t != p && h.pcpus[t as usize].tickled) {
+            continue;
+        }
+        if vc.processor != p && snext + h.c.migrate_resist as i64 > vc.credit {
+            continue;
+        }
+        return Some(u);
+    }
+    None
+}
+
+/// null: a waiting vCPU that may run on `p` (its pinned one).
+fn best_waiting(h: &Hypervisor, p: u32, floor: Option<i64>) -> Option<u32> {
     let mut best: Option<u32> = None;
     for &u in &h.runq {
         let vc = &h.vcpus[u as usize];
@@ -87,17 +137,20 @@ fn best_queued(h: &Hypervisor, p: u32, floor: Option<i64>) -> Option<u32> {
     best
 }
 
-/// `reset_credit`: everyone's credit is clipped to the carry-over and topped
-/// up, after the vCPUs running on other pCPUs are charged for their time so
-/// far (`burn_credits` on each running unit first: charged after the top-up,
-/// a vCPU above the carry-over lost credit it had not yet spent; a review).
-fn reset_credit(h: &mut Hypervisor, now: Ps) {
+/// `reset_credit`: everyone's credit is topped up by `credit_init` and
+/// clipped to it plus the carry-over, after the vCPUs running on other pCPUs
+/// are charged for their time so far (`burn_credits` on each running unit
+/// first: charged after the top-up, a vCPU above the carry-over lost credit it
+/// had not yet spent; a review). Twice `credit_init` when the chosen vCPU
+/// `next` sits at the floor, so that it is in the black again.
+fn reset_credit(h: &mut Hypervisor, now: Ps, next: u32) {
     for p in 0..h.pcpus.len() as u32 {
         burn(h, p, now);
     }
     let (init, carry) = (h.c.credit_init as i64, h.c.min_timer as i64);
+    let top_up = if h.vcpus[next as usize].credit == -init { 2 * init } else { init };
     for vc in &mut h.vcpus {
-        vc.credit = vc.credit.min(carry) + init;
+        vc.credit = (vc.credit + top_up).min(init + carry);
     }
 }
 
@@ -129,15 +182,15 @@ pub(super) fn schedule<P: Parts>(m: &mut Machine<P>, s: &mut Scheduler<Ev>, p: u
             }
         },
     };
-    if next.is_some_and(|v| epoch_over(h.vcpus[v as usize].credit, head_credit(h, Some(v)))) {
-        reset_credit(h, now);
+    if let Some(v) = next.filter(|&v| epoch_over(h.vcpus[v as usize].credit, head_credit(h, Some(v)))) {
+        reset_credit(h, now, v);
     }
     if next != cur {
         h.stats.switches += 1;
         if let Some(u) = cur {
             if h.vcpus[u as usize].state == VcpuState::Running {
                 h.vcpus[u as usize].state = VcpuState::Runnable;
-                h.runq.push(u);
+                runq_insert(h, u);
             }
         }
         if let Some(v) = next {
@@ -145,6 +198,9 @@ pub(super) fn schedule<P: Parts>(m: &mut Machine<P>, s: &mut Scheduler<Ev>, p: u
             let vc = &mut h.vcpus[v as usize];
             if vc.processor != p {
                 h.stats.migrations += 1;
+                if h.kind == Some(SchedKind::Credit2) {
+                    vc.credit += MIGRATE_COMPENSATION;
+                }
             }
             vc.processor = p;
             vc.state = VcpuState::Running;
@@ -237,14 +293,17 @@ fn idle_target(h: &Hypervisor, order: &[u32]) -> Option<u32> {
 
 /// credit2 only: the pCPU where `v` would preempt, among those past the rate
 /// limit: its own if it scores above 0 there (`tickle_score`: its credit over
-/// the running vCPU's), else the best score elsewhere, less `migrate_resist`.
+/// the running vCPU's), else the best score elsewhere, less `migrate_resist`,
+/// the lowest-numbered on a tie (`for_each_cpu` over the others).
 fn preempt_target(h: &mut Hypervisor, v: u32, order: &[u32], now: Ps) -> Option<u32> {
     if h.kind != Some(SchedKind::Credit2) {
         return None;
     }
     let home = h.vcpus[v as usize].processor;
     let mut best: Option<(i64, u32)> = None;
-    for &c in order {
+    let mut by_id: Vec<u32> = order.to_vec();
+    by_id.sort_unstable_by_key(|&c| (c != home, c));
+    for &c in &by_id {
         burn(h, c, now);
         let pc = &h.pcpus[c as usize];
         let Some(u) = pc.cur else { continue };
@@ -342,6 +401,111 @@ mod tests {
         assert_eq!(runtime(&c, 3 * ms, Some(5 * ms / 2), 5 * PS_PER_MS), 500 * PS_PER_US);
         // At most CSCHED2_MAX_TIMER.
         assert_eq!(runtime(&c, 12 * ms, None, 0), 10 * PS_PER_MS);
+    }
+
+    /// A credit2 hypervisor of `np` idle pCPUs and vCPUs of the given
+    /// (credit in µs, last pCPU), none queued.
+    fn hyp(np: u32, vcpus: &[(i64, u32)]) -> Hypervisor {
+        use std::collections::VecDeque;
+        let pcpus = (0..np)
+            .map(|_| super::super::state::Pcpu {
+                mode: Mode::Idle,
+                track: Default::default(),
+                cur: None,
+                q: VecDeque::new(),
+                busy: None,
+                resched: false,
+                tickled: false,
+                guest_timer: None,
+                guest_end: 0,
+                slice: None,
+                ran_since: 0,
+                last_burn: 0,
+                since: 0,
+                time: [0; 4],
+                irqs: 0,
+                virq_time: 0,
+                polling: None,
+                hyp_why: "",
+            })
+            .collect();
+        let vcpus = vcpus
+            .iter()
+            .map(|&(credit_us, processor)| Vcpu {
+                state: VcpuState::Runnable,
+                processor,
+                pinned: None,
+                credit: credit_us * PS_PER_US as i64,
+                tickled_cpu: None,
+                guest_q: VecDeque::new(),
+                virqs: VecDeque::new(),
+                cur: None,
+                paused_left: 0,
+                woke_at: None,
+                halt_poll: 0,
+                halted_at: None,
+            })
+            .collect();
+        let c = super::super::state::Costs { migrate_resist: 500 * PS_PER_US, ..costs() };
+        Hypervisor { kind: Some(SchedKind::Credit2), pcpus, vcpus, c, ..Default::default() }
+    }
+
+    /// `runq_insert`: most credit first, FIFO among equals.
+    #[test]
+    fn the_runqueue_is_kept_in_credit_order_first_come_first_among_equals() {
+        let mut h = hyp(1, &[(3, 0), (5, 0), (3, 0), (7, 0)]);
+        for v in 0..4 {
+            runq_insert(&mut h, v);
+        }
+        assert_eq!(h.runq, vec![3, 1, 0, 2]);
+    }
+
+    /// `runq_candidate` (credit2.c): the first acceptable vCPU in credit
+    /// order, a remote one weighed against the current vCPU's credit or the
+    /// idle unit's, not against a local candidate with less credit.
+    #[test]
+    fn a_pcpu_takes_the_first_acceptable_vcpu_in_credit_order() {
+        // vCPU 0 last ran here with 4.8 ms, vCPU 1 elsewhere with 5.0 ms.
+        let mut h = hyp(2, &[(4_800, 0), (5_000, 1)]);
+        runq_insert(&mut h, 0);
+        runq_insert(&mut h, 1);
+        let us = PS_PER_US as i64;
+        // Idle here: resistance is against the idle unit, so the remote one goes first.
+        assert_eq!(best_queued(&h, 0, None), Some(1));
+        // Against a current vCPU with 4.6 ms, the remote one lacks the 0.5 ms; the local one wins.
+        assert_eq!(best_queued(&h, 0, Some(4_600 * us)), Some(0));
+        // Against 4.8 ms nobody has more credit: the scan stops, the current vCPU stays.
+        assert_eq!(best_queued(&h, 0, Some(4_800 * us)), None);
+    }
+
+    /// `runq_tickle`: a woken vCPU that scores the same on several busy pCPUs
+    /// goes to the lowest-numbered (`for_each_cpu`), not the next after its own.
+    #[test]
+    fn a_preemption_tie_goes_to_the_lowest_numbered_pcpu() {
+        // vCPUs 0-3 run on pCPUs 0-3; vCPU 4 (last on pCPU 2) wakes with more credit than all but pCPU 2's.
+        let mut h = hyp(4, &[(1_000, 0), (1_000, 1), (9_000, 2), (1_000, 3), (5_000, 2)]);
+        let now = 2 * PS_PER_MS;
+        for p in 0..4u32 {
+            h.pcpus[p as usize].cur = Some(p);
+            h.pcpus[p as usize].last_burn = now;
+            h.vcpus[p as usize].state = VcpuState::Running;
+        }
+        let order = tickle_order(&h, 4);
+        assert_eq!(order, vec![2, 3, 0, 1]);
+        assert_eq!(preempt_target(&mut h, 4, &order, now), Some(0));
+    }
+
+    /// `t2c_update` floors credit at `CSCHED2_CREDIT_MIN`, and `reset_credit`
+    /// tops up twice when the chosen vCPU sits there.
+    #[test]
+    fn credit_stops_at_the_floor_and_a_reset_from_it_tops_up_twice() {
+        let mut h = hyp(1, &[(2_000, 0), (12_000, 0)]);
+        h.pcpus[0].cur = Some(0);
+        burn(&mut h, 0, 30 * PS_PER_MS);
+        assert_eq!(h.vcpus[0].credit, -10 * PS_PER_MS as i64);
+        reset_credit(&mut h, 30 * PS_PER_MS, 0);
+        assert_eq!(h.vcpus[0].credit, 10 * PS_PER_MS as i64, "-10 + 2 x 10 ms");
+        assert_eq!(h.vcpus[1].credit, 10_500 * PS_PER_US as i64, "clipped to credit_init + the carry-over");
     }
 
     /// The reset condition looks at the head too (`top_credit`).

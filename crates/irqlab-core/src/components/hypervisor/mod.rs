@@ -579,7 +579,7 @@ pub fn wake<P: Parts>(m: &mut Machine<P>, s: &mut Scheduler<Ev>, v: u32, from: u
         return;
     }
     h.vcpus[v as usize].state = VcpuState::Runnable;
-    h.runq.push(v);
+    credit2::runq_insert(h, v);
     credit2::tickle(m, s, v, from);
     // `kvm_vcpu_can_poll` polls only while `single_task_running()`: a vCPU now
     // runnable where another's thread polls ends that poll, and it sleeps.

@@ -212,7 +212,8 @@ pub struct Hypervisor {
     pub vwfi: Option<Vwfi>,
     pub pcpus: Vec<Pcpu>,
     pub vcpus: Vec<Vcpu>,
-    /// credit2's runqueue: runnable vCPUs not running, in insertion order.
+    /// The runnable vCPUs not running: credit2's runqueue, in credit order
+    /// (`credit2::runq_insert`), or null's waitqueue, in arrival order.
     pub runq: Vec<u32>,
     pub c: Costs,
     /// Set by a GIC with direct vLPI injection (KVM's WFI policy reads it).
