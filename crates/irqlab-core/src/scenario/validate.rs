@@ -117,22 +117,6 @@ pub fn check(s: &Scenario) -> Check {
     if (s.fabric.dma_write.ps() > 0 || s.fabric.dma_per_kib.ps() > 0) && s.fabric.slots != 1 {
         return err("fabric.slots", "must be 1 when devices DMA through the fabric (one in-order posted-write path)");
     }
-    if s.kvm.is_some()
-        && (!s.sources.is_empty()
-            || !s.tasks.is_empty()
-            || !s.vms.is_empty()
-            || !s.nvme.is_empty()
-            || !s.nic.is_empty()
-            || !s.crosscalls.is_empty())
-    {
-        return err(
-            "kvm",
-            "runs as a model of its own (pinned vCPUs, host side not modelled): remove [[source]], [[task]], [[vm]], [[nvme]], [[nic]] and [[crosscall]]",
-        );
-    }
-    if s.kvm.is_some() && !s.cpu.idle_state.is_empty() {
-        return err("cpu.idle_state", "the [kvm] model has no idle loop to sleep in (its vCPUs run their guests): remove it");
-    }
     s.check_components(&ctx)?;
     let mut names = HashSet::new();
     for (i, t) in s.tasks.iter().enumerate() {

@@ -8,6 +8,13 @@ use serde::{Deserialize, Serialize};
 
 pub use super::requests::{Lvtpc, Order};
 
+/// The top-level keys a `[kvm]` scenario may have: the run's own and `[kvm]`.
+/// The model reads nothing else (no CPU costs, sources, devices or other
+/// components), so any other section beside it is refused by name
+/// (`scenario::load`) rather than silently ignored, a new component's too.
+pub const SECTIONS_READ: &[&str] =
+    &["name", "description", "duration", "warmup", "seed", "kvm", "stats", "trace", "expect", "variants", "cite"];
+
 /// Per-vCPU rates of what makes requests and exits.
 #[derive(Clone, Debug, Default, Deserialize, Serialize, JsonSchema)]
 #[serde(deny_unknown_fields)]

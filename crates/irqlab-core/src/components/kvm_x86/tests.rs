@@ -385,3 +385,23 @@ fn a_pmi_masks_the_lvtpc_until_the_guest_handler_ends_so_sampling_alone_drops_no
     assert_eq!(a.nmis_dropped, 0);
     assert_eq!(out.report.metrics["nmis_dropped"], 0.0);
 }
+
+/// Beside `[kvm]` every section but the run's own is refused by name, the
+/// components' too: `[gsim]`, `[fabric]` and `[cpu]` were accepted and
+/// silently ignored until 2026-11-29 (the refusal listed core sections by hand).
+#[test]
+fn sections_the_kvm_model_does_not_read_are_refused_by_name() {
+    let fig = std::fs::read_to_string(concat!(env!("CARGO_MANIFEST_DIR"), "/../../scenarios/figures/m4-kvm-cancels.toml")).unwrap();
+    for (extra, path) in [
+        ("[gsim]\ndelay_us = 100\n", "gsim.delay_us"),
+        ("[fabric]\nmsi_write = \"1us\"\n", "fabric.msi_write"),
+        ("[[source]]\nname = \"x\"\nrate = 1\nhandler = \"1us\"\n", "source"),
+    ] {
+        let e = load(&format!("{fig}\n{extra}"), "k.toml", &[]).unwrap_err().to_string();
+        assert!(e.starts_with(&format!("k.toml: {path}: [kvm] runs as a model of its own")), "{e}");
+        assert!(!e.contains('\n'), "{e}");
+    }
+    let e = load(&fig, "k.toml", &["cpu.irq_entry=\"1us\"".into()]).unwrap_err().to_string();
+    assert!(e.contains("--set cpu.irq_entry") && e.contains("reads no [cpu]"), "{e}");
+    assert!(load(&fig, "k.toml", &["seed=7".into()]).is_ok(), "the run's own keys stay");
+}
