@@ -24,6 +24,9 @@ pub struct Ctx {
     pub hosted: Vec<Option<String>>,
     /// VM names and their vCPU counts.
     pub vms: Vec<(String, u32)>,
+    /// The hypervisor component's pCPUs (`vcpu_sched.pcpus`; 0 without it):
+    /// it models CPUs 0 … `hyp_pcpus`-1 itself, so host placements start above.
+    pub hyp_pcpus: u32,
 }
 
 impl Ctx {
@@ -40,7 +43,16 @@ pub fn iommu(path: String, unit: u32, ctx: &Ctx) -> Check {
     Ok(())
 }
 
-/// A placement: pCPUs on the host (not ones that run a vCPU), vCPU indices in a VM.
+/// Why host work may not go on pCPU `c` of a hypervisor with `pcpus` pCPUs.
+pub fn hypervisor_pcpu(c: u32, pcpus: u32) -> String {
+    format!(
+        "cpu {c} is one of the hypervisor's pCPUs (vcpu_sched.pcpus = {pcpus}); the core's tasks and interrupts use CPUs {pcpus} and up"
+    )
+}
+
+/// A placement: pCPUs on the host (not ones that run a vCPU or belong to the
+/// hypervisor component), vCPU indices in a VM. Every section that places
+/// host work on CPUs checks it here, so a new one gets both refusals.
 pub fn targets(p: &str, list: &[u32], vm: Option<&str>, ctx: &Ctx) -> Check {
     if list.is_empty() {
         return err(format!("{p}.cpus"), "must list at least one CPU");
@@ -61,6 +73,9 @@ pub fn targets(p: &str, list: &[u32], vm: Option<&str>, ctx: &Ctx) -> Check {
             for (j, &c) in list.iter().enumerate() {
                 if c >= cpus {
                     return err(format!("{p}.cpus[{j}]"), format!("cpu {c} does not exist (platform.cpus = {cpus})"));
+                }
+                if c < ctx.hyp_pcpus {
+                    return err(format!("{p}.cpus[{j}]"), hypervisor_pcpu(c, ctx.hyp_pcpus));
                 }
                 if let Some(owner) = &ctx.hosted[c as usize] {
                     // The host side of a pCPU that runs a pinned vCPU is not modelled yet.

@@ -357,19 +357,12 @@ impl Scenario {
 }
 
 impl Scenario {
-    /// The hypervisor component models pCPUs 0 … `pcpus`-1 itself: the core's
-    /// tasks, MSI sources and pinned VMs may not run there.
+    /// The hypervisor component models pCPUs 0 … `pcpus`-1 itself: pinned VMs
+    /// may not run there (host placements are refused by `check::targets`).
     fn check_hypervisor_pcpus(&self, pcpus: u32) -> check::Check {
-        let why = |c: u32| {
-            format!("cpu {c} is one of the hypervisor's pCPUs (vcpu_sched.pcpus = {pcpus}); the core's tasks and interrupts use CPUs {pcpus} and up")
-        };
-        let lists = self.sources.iter().enumerate().filter(|(_, x)| x.vm.is_none()).map(|(i, x)| (format!("source[{i}].cpus"), &x.cpus));
-        let lists =
-            lists.chain(self.tasks.iter().enumerate().filter(|(_, x)| x.vm.is_none()).map(|(i, x)| (format!("task[{i}].cpus"), &x.cpus)));
-        let lists = lists.chain(self.vms.iter().enumerate().map(|(i, x)| (format!("vm[{i}].pcpus"), &x.pcpus)));
-        for (key, cpus) in lists {
-            if let Some((j, &c)) = cpus.iter().enumerate().find(|(_, &c)| c < pcpus) {
-                return check::err(format!("{key}[{j}]"), why(c));
+        for (i, vm) in self.vms.iter().enumerate() {
+            if let Some((j, &c)) = vm.pcpus.iter().enumerate().find(|(_, &c)| c < pcpus) {
+                return check::err(format!("vm[{i}].pcpus[{j}]"), check::hypervisor_pcpu(c, pcpus));
             }
         }
         Ok(())

@@ -193,3 +193,19 @@ fn a_seed_takes_the_whole_u64_range() {
         assert!(e.contains("seed") && e.ends_with("expected a whole number from 0 to 2^64-1 (above 2^63-1 as a string of digits)"), "{e}");
     }
 }
+
+/// The hypervisor component's pCPUs are refused to every host placement that
+/// goes through `check::targets`, a device's queues too: an `[[nvme]]` on them
+/// was accepted until 2026-11-29 (the refusal listed sources, tasks and VMs).
+#[test]
+fn host_placements_on_the_hypervisor_s_pcpus_are_refused_whatever_the_section() {
+    let m3 = std::fs::read_to_string(concat!(env!("CARGO_MANIFEST_DIR"), "/../../scenarios/figures/m3-xen-fio.toml")).unwrap();
+    let m3 = m3.replace("[platform]\ncpus = 8\n", "[platform]\ncpus = 10\n");
+    let nvme = "[[nvme]]\nname = \"d\"\nqueues = 1\ncpus = [9]\niops = \"1M\"\n[nvme.fio]\njobs = 1\niodepth = 1\n";
+    let ok = load(&format!("{m3}\n{nvme}"), "s.toml", &[]);
+    assert!(ok.is_ok(), "CPUs 8 and 9 are the host's: {ok:?}");
+    let e = err_of(&format!("{m3}\n{nvme}"), &["nvme.0.cpus=[3]"]);
+    assert!(e.contains("nvme[0].cpus[0]") && e.contains("one of the hypervisor's pCPUs (vcpu_sched.pcpus = 8)"), "{e}");
+    let e = err_of(&format!("{m3}\n[[vm]]\nname = \"g\"\nvcpus = 1\npcpus = [2]\n"), &[]);
+    assert!(e.contains("vm[0].pcpus[0]") && e.contains("hypervisor's pCPUs"), "{e}");
+}

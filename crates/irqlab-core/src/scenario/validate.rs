@@ -95,6 +95,7 @@ pub fn check(s: &Scenario) -> Check {
         pmr: s.cpu.masking == Masking::Pmr,
         hosted,
         vms: s.vms.iter().map(|v| (v.name.clone(), v.vcpus)).collect(),
+        hyp_pcpus: s.vcpu_sched.as_ref().map_or(0, |v| v.pcpus),
     };
 
     let mut names = HashSet::new();
