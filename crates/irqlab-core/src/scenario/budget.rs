@@ -4,24 +4,18 @@
 //! upper-end figures (events per item, bytes per item, below); they need only
 //! tell a run of minutes from one of days, and 10 GB from 10 MB.
 
+pub use super::check::Estimate;
+use super::check::{BYTES_PER_SOURCE, BYTES_PER_TASK};
 use super::{Arrival, ExceptionKind, Scenario};
 
 /// Events one interrupt costs the engine (arrival, fabric, delivery, entry,
-/// handler end, exit), one loop pass (its phases), one I/O, one packet, one
-/// KVM exit: counted from the models' event kinds, rounded up.
+/// handler end, exit), one loop pass (its phases): counted from the models'
+/// event kinds, rounded up. A component's section adds its own (its params'
+/// `estimate`, listed in `Scenario::estimate_components`).
 const EVENTS_PER_IRQ: f64 = 6.0;
 const EVENTS_PER_PASS: f64 = 4.0;
-const EVENTS_PER_IO: f64 = 8.0;
-const EVENTS_PER_PACKET: f64 = 3.0;
-const EVENTS_PER_KVM_SOURCE: f64 = 8.0;
-/// A guest read in M3: submission, device, LPI or doorbell, hypervisor items, wake-up, entry (14 measured on the figure).
-const EVENTS_PER_GUEST_IO: f64 = 16.0;
-/// Bytes of state per item, generous.
-const BYTES_PER_SOURCE: f64 = 512.0;
-const BYTES_PER_TASK: f64 = 256.0;
+/// Bytes of state per item, generous (the components' own are in check.rs).
 const BYTES_PER_CPU: f64 = 2048.0;
-const BYTES_PER_PENDING: f64 = 64.0;
-const BYTES_PER_DESCRIPTOR: f64 = 16.0;
 const BYTES_PER_SLOT: f64 = 8.0;
 /// A Perfetto trace held in memory, per event (measured: 5.4 GB for 1e8 events).
 const BYTES_PER_TRACE_EVENT: f64 = 64.0;
@@ -29,34 +23,6 @@ const BYTES_PER_TRACE_EVENT: f64 = 64.0;
 /// The default ceiling on a run's events: about ten minutes at this engine's
 /// speed on the CI machine (DESIGN.md's budget); `--force` lifts it.
 pub const MAX_EVENTS: f64 = 1e10;
-
-/// The estimate, with the part that contributes most to each figure.
-#[derive(Clone, Debug, Default)]
-pub struct Estimate {
-    pub events: f64,
-    pub memory: f64,
-    pub top_events: (String, f64),
-    pub top_memory: (String, f64),
-    /// Memory by the key that sizes it (per-item state: CPUs, sources, I/Os, rings...).
-    pub memory_parts: Vec<(String, f64)>,
-}
-
-impl Estimate {
-    /// A part's events (blamed on `key`) and memory (on `mem_key`).
-    fn add(&mut self, key: &str, events: f64, mem_key: &str, memory: f64) {
-        self.events += events;
-        self.memory += memory;
-        if memory > 0.0 {
-            self.memory_parts.push((mem_key.to_string(), memory));
-        }
-        if events > self.top_events.1 {
-            self.top_events = (key.to_string(), events);
-        }
-        if memory > self.top_memory.1 {
-            self.top_memory = (mem_key.to_string(), memory);
-        }
-    }
-}
 
 /// Estimates the events and memory of running `sc` (with a trace if `trace`).
 pub fn estimate(sc: &Scenario, trace: bool) -> Estimate {
@@ -78,59 +44,7 @@ pub fn estimate(sc: &Scenario, trace: bool) -> Estimate {
         let n = t.count as f64;
         e.add(&format!("task.{i}.work"), n * passes * EVENTS_PER_PASS, &format!("task.{i}.count"), n * BYTES_PER_TASK);
     }
-    for (i, d) in sc.nvme.iter().enumerate() {
-        let disks = d.count as f64;
-        // Every job's I/Os have state from the start, whether or not the queues admit them.
-        let inflight = d.fio.jobs as f64 * d.fio.iodepth as f64;
-        // Polling jobs that take turns have a queue (and vector) each.
-        let turns = d.turns(sc.platform.cpus);
-        let queues = if turns.is_some() { d.fio.jobs } else { d.queues } as f64;
-        let memory = disks * (inflight * BYTES_PER_PENDING + queues * BYTES_PER_SOURCE);
-        e.add(&format!("nvme.{i}.iops"), disks * d.iops.0 * secs * EVENTS_PER_IO, &format!("nvme.{i}.fio"), memory);
-        if let Some(slice) = turns {
-            // A turn, its switch and its poll on each CPU with polling jobs.
-            let cpus = (d.cpus.len() as f64).min(disks * d.fio.jobs as f64);
-            e.add(&format!("nvme.{i}.poll_slice"), cpus * sc.duration.ps() as f64 / slice as f64 * 3.0, "", 0.0);
-        }
-    }
-    for (i, n) in sc.nic.iter().enumerate() {
-        let (bytes, share) = n.packets.iter().fold((0.0, 0.0), |(b, w), &(size, s)| (b + size as f64 * s, w + s));
-        let mean = if share > 0.0 { bytes / share } else { 1514.0 };
-        let packets = n.gbps * 1e9 / 8.0 / mean.max(1.0);
-        let memory = n.queues as f64 * (n.ring as f64 * BYTES_PER_DESCRIPTOR + BYTES_PER_SOURCE);
-        e.add(&format!("nic.{i}.gbps"), packets * secs * EVENTS_PER_PACKET, &format!("nic.{i}.ring"), memory);
-    }
-    if let Some(k) = &sc.kvm {
-        let r = &k.rates;
-        let per_vcpu = r.pmu_overflow.0
-            + r.pmu_emulated_overflow.0
-            + r.ipi.0
-            + r.device.0
-            + r.timer.0
-            + r.host_resched.0
-            + r.nmi.0
-            + r.smi.0
-            + r.other_exits.0;
-        let vcpus = k.vms as f64 * k.vcpus as f64;
-        e.add("kvm.rates", vcpus * per_vcpu * secs * EVENTS_PER_KVM_SOURCE, "kvm.vcpus", vcpus * BYTES_PER_TASK * 4.0);
-    }
-    if let (Some(b), Some(v)) = (&sc.vblk, &sc.vcpu_sched) {
-        // A closed loop: at most `iops`, and no faster than its reads come back.
-        let inflight = b.numjobs as f64 * b.iodepth as f64;
-        let per_s = b.iops.0.min(inflight / (b.latency.ps() as f64 / 1e12).max(1e-9));
-        let memory = inflight * BYTES_PER_PENDING + (v.vcpus + v.pcpus) as f64 * BYTES_PER_TASK;
-        e.add("vblk.iops", per_s * secs * EVENTS_PER_GUEST_IO, "vblk.numjobs", memory);
-    }
-    for (i, x) in sc.crosscalls.iter().enumerate() {
-        // A spinning requester looks once per poll until its last wait (10 s
-        // without `waits`): a 1 ps poll over 10 s would be 10^13 events.
-        if x.requester_spins && x.requester_poll.ps() > 0 {
-            let wait =
-                x.waits.as_ref().map_or(crate::components::crosscall::params::REQUESTER_GIVE_UP, |w| w.iter().map(|t| t.ps()).sum::<u64>());
-            let span = wait.min(sc.duration.ps());
-            e.add(&format!("crosscall[{i}].requester_poll"), span as f64 / x.requester_poll.ps() as f64, "crosscall", 0.0);
-        }
-    }
+    sc.estimate_components(secs, &mut e);
     if trace {
         let events = (sc.trace.max_events as f64).min(e.events);
         e.add("trace.max_events", 0.0, "trace.max_events", events * BYTES_PER_TRACE_EVENT);

@@ -1,6 +1,7 @@
 //! What a section's check needs: the result type, a one-line error with its
-//! key path, and the facts of the core it checks against (`Ctx`: CPUs,
-//! sockets, the run's span, which pCPUs host vCPUs). Components' parameter
+//! key path, the facts of the core it checks against (`Ctx`: CPUs,
+//! sockets, the run's span, which pCPUs host vCPUs), and the run's cost
+//! estimate each section adds to (`Estimate`). Components' parameter
 //! checks live beside their parameters and see only this.
 
 use super::units::Time;
@@ -88,4 +89,42 @@ pub fn targets(p: &str, list: &[u32], vm: Option<&str>, ctx: &Ctx) -> Check {
         }
     }
     Ok(())
+}
+
+/// What a run will cost (`budget.rs`): every section adds what it schedules
+/// (events over the run) and the state it sizes, each blamed on the key that
+/// sets it, so that a refusal names that key.
+/// Bytes of state per item, generous: an interrupt source or queue, a task or
+/// vCPU, a pending I/O or event, a ring descriptor.
+pub const BYTES_PER_SOURCE: f64 = 512.0;
+pub const BYTES_PER_TASK: f64 = 256.0;
+pub const BYTES_PER_PENDING: f64 = 64.0;
+pub const BYTES_PER_DESCRIPTOR: f64 = 16.0;
+
+/// The estimate, with the part that contributes most to each figure.
+#[derive(Clone, Debug, Default)]
+pub struct Estimate {
+    pub events: f64,
+    pub memory: f64,
+    pub top_events: (String, f64),
+    pub top_memory: (String, f64),
+    /// Memory by the key that sizes it (per-item state: CPUs, sources, I/Os, rings...).
+    pub memory_parts: Vec<(String, f64)>,
+}
+
+impl Estimate {
+    /// A part's events (blamed on `key`) and memory (on `mem_key`).
+    pub fn add(&mut self, key: &str, events: f64, mem_key: &str, memory: f64) {
+        self.events += events;
+        self.memory += memory;
+        if memory > 0.0 {
+            self.memory_parts.push((mem_key.to_string(), memory));
+        }
+        if events > self.top_events.1 {
+            self.top_events = (key.to_string(), events);
+        }
+        if memory > self.top_memory.1 {
+            self.top_memory = (mem_key.to_string(), memory);
+        }
+    }
 }

@@ -357,6 +357,20 @@ impl Scenario {
 }
 
 impl Scenario {
+    /// What the components' sections add to the run's cost estimate
+    /// (budget.rs, `estimate`), each from its params beside its check.
+    pub(crate) fn estimate_components(&self, secs: f64, e: &mut check::Estimate) {
+        crate::components::nvme::params::estimate(&self.nvme, self.platform.cpus, secs, e);
+        crate::components::nic::params::estimate(&self.nic, secs, e);
+        crate::components::crosscall::params::estimate(&self.crosscalls, secs, e);
+        if let Some(k) = &self.kvm {
+            k.estimate(secs, e);
+        }
+        if let (Some(b), Some(v)) = (&self.vblk, &self.vcpu_sched) {
+            b.estimate(v.vcpus + v.pcpus, secs, e);
+        }
+    }
+
     /// The hypervisor component models pCPUs 0 … `pcpus`-1 itself: pinned VMs
     /// may not run there (host placements are refused by `check::targets`).
     fn check_hypervisor_pcpus(&self, pcpus: u32) -> check::Check {

@@ -209,3 +209,22 @@ fn host_placements_on_the_hypervisor_s_pcpus_are_refused_whatever_the_section() 
     let e = err_of(&format!("{m3}\n[[vm]]\nname = \"g\"\nvcpus = 1\npcpus = [2]\n"), &[]);
     assert!(e.contains("vm[0].pcpus[0]") && e.contains("hypervisor's pCPUs"), "{e}");
 }
+
+/// Each component's section adds what it schedules to the run's estimate
+/// (its params' `estimate`, listed in `Scenario::estimate_components`): a
+/// figure stretched to a day is refused, naming the component's own key.
+#[test]
+fn every_component_s_work_counts_in_the_run_s_estimate() {
+    let dir = concat!(env!("CARGO_MANIFEST_DIR"), "/../../scenarios/figures/");
+    for (file, key) in [
+        ("m5-nvme-8ssd.toml", "nvme.0.iops"),
+        ("m5-nic-100g.toml", "nic.0.gbps"),
+        ("m4-kvm-cancels.toml", "kvm.rates"),
+        ("m3-xen-fio.toml", "vblk.iops"),
+    ] {
+        let text = std::fs::read_to_string(format!("{dir}{file}")).unwrap();
+        let sc = load(&text, file, &["duration=\"1000000s\"".into()]).unwrap();
+        let (k, msg) = super::budget::check(&sc, false, super::budget::MAX_EVENTS, f64::INFINITY).unwrap_err();
+        assert_eq!(k, key, "{file}: {msg}");
+    }
+}

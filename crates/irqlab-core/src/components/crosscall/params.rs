@@ -1,7 +1,7 @@
 //! `[[crosscall]]`: who asks whom to run a handler, by which mechanisms, and
 //! when to escalate.
 
-use crate::scenario::check::{err, Check, Ctx};
+use crate::scenario::check::{err, Check, Ctx, Estimate};
 use crate::scenario::units::Time;
 use schemars::JsonSchema;
 use serde::{Deserialize, Serialize};
@@ -120,6 +120,19 @@ fn default_requester_poll() -> Time {
 
 /// Names unique, the call within the measured span, targets that exist and run
 /// the host, mechanisms the masking mode supports, escalation that can happen.
+/// What the calls cost a run of `secs` (`budget.rs`): a spinning requester
+/// looks once per poll until its last wait (10 s without `waits`), so a 1 ps
+/// poll over 10 s would be 10^13 events.
+pub fn estimate(calls: &[CrossCall], secs: f64, e: &mut Estimate) {
+    for (i, x) in calls.iter().enumerate() {
+        if x.requester_spins && x.requester_poll.ps() > 0 {
+            let wait = x.waits.as_ref().map_or(REQUESTER_GIVE_UP, |w| w.iter().map(|t| t.ps()).sum::<u64>());
+            let span = (wait as f64).min(secs * 1e12);
+            e.add(&format!("crosscall[{i}].requester_poll"), span / x.requester_poll.ps() as f64, "crosscall", 0.0);
+        }
+    }
+}
+
 pub fn check(calls: &[CrossCall], ctx: &Ctx) -> Check {
     let cpus = ctx.cpus;
     let mut names = HashSet::new();

@@ -1,7 +1,7 @@
 //! The `[kvm]` section (M4): a KVM x86 guest's vCPUs, the order in which
 //! `vcpu_enter_guest()` services requests, what raises them, and the costs.
 
-use crate::scenario::check::{err, Check};
+use crate::scenario::check::{err, Check, Estimate, BYTES_PER_TASK};
 use crate::scenario::units::{Rate, Time};
 use schemars::JsonSchema;
 use serde::{Deserialize, Serialize};
@@ -126,6 +126,23 @@ pub struct Kvm {
 
 impl Kvm {
     /// Ranges, and request names the model's request table knows.
+    /// What the vCPUs cost a run of `secs` (`budget.rs`): each source's rate,
+    /// about 8 events an exit or request (a pass through the loop).
+    pub fn estimate(&self, secs: f64, e: &mut Estimate) {
+        let r = &self.rates;
+        let per_vcpu = r.pmu_overflow.0
+            + r.pmu_emulated_overflow.0
+            + r.ipi.0
+            + r.device.0
+            + r.timer.0
+            + r.host_resched.0
+            + r.nmi.0
+            + r.smi.0
+            + r.other_exits.0;
+        let vcpus = self.vms as f64 * self.vcpus as f64;
+        e.add("kvm.rates", vcpus * per_vcpu * secs * 8.0, "kvm.vcpus", vcpus * BYTES_PER_TASK * 4.0);
+    }
+
     pub fn check(&self) -> Check {
         let k = self;
         if k.vms == 0 || k.vms > 64 {

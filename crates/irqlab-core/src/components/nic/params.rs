@@ -1,7 +1,7 @@
 //! `[[nic]]`: a NIC's receive side, its RX queues, packet sizes and moderation.
 
 use crate::components::moderation::params::{Moderation, ModerationKind};
-use crate::scenario::check::{err, iommu, targets, Check, Ctx};
+use crate::scenario::check::{err, iommu, targets, Check, Ctx, Estimate, BYTES_PER_DESCRIPTOR, BYTES_PER_SOURCE};
 use crate::scenario::units::Time;
 use schemars::JsonSchema;
 use serde::{Deserialize, Serialize};
@@ -127,6 +127,20 @@ fn d_budget() -> u32 {
 
 /// Names unique among devices, rates within the link, queues, rings and
 /// packet sizes in range, vectors on CPUs of the platform or of the VM.
+/// Events one received frame costs the engine, rounded up.
+const EVENTS_PER_PACKET: f64 = 3.0;
+
+/// What the NICs cost a run of `secs` (`budget.rs`): frames at line rate.
+pub fn estimate(list: &[Nic], secs: f64, e: &mut Estimate) {
+    for (i, n) in list.iter().enumerate() {
+        let (bytes, share) = n.packets.iter().fold((0.0, 0.0), |(b, w), &(size, s)| (b + size as f64 * s, w + s));
+        let mean = if share > 0.0 { bytes / share } else { 1514.0 };
+        let packets = n.gbps * 1e9 / 8.0 / mean.max(1.0);
+        let memory = n.queues as f64 * (n.ring as f64 * BYTES_PER_DESCRIPTOR + BYTES_PER_SOURCE);
+        e.add(&format!("nic.{i}.gbps"), packets * secs * EVENTS_PER_PACKET, &format!("nic.{i}.ring"), memory);
+    }
+}
+
 pub fn check(list: &[Nic], ctx: &Ctx, names: &mut HashSet<String>) -> Check {
     for (i, n) in list.iter().enumerate() {
         let p = format!("nic[{i}]");

@@ -1,7 +1,7 @@
 //! `[[nvme]]`: SSDs, their queues and vectors, and the fio jobs that drive them.
 
 use crate::components::moderation::params::{Moderation, ModerationKind};
-use crate::scenario::check::{err, iommu, targets, Check, Ctx};
+use crate::scenario::check::{err, iommu, targets, Check, Ctx, Estimate, BYTES_PER_PENDING, BYTES_PER_SOURCE};
 use crate::scenario::units::{Rate, Time};
 use schemars::JsonSchema;
 use serde::{Deserialize, Serialize};
@@ -199,6 +199,29 @@ fn d_depth() -> u32 {
 
 /// Names unique among devices, sizes in range, vectors on host CPUs of the
 /// platform, and a moderation NVMe supports.
+/// Events one I/O costs the engine (service, DMA, MSI, handler, submit and
+/// reap): counted from the model's event kinds, rounded up.
+const EVENTS_PER_IO: f64 = 8.0;
+
+/// What the disks cost a run of `secs` on `cpus` CPUs (`budget.rs`).
+pub fn estimate(list: &[Nvme], cpus: u32, secs: f64, e: &mut Estimate) {
+    for (i, d) in list.iter().enumerate() {
+        let disks = d.count as f64;
+        // Every job's I/Os have state from the start, whether or not the queues admit them.
+        let inflight = d.fio.jobs as f64 * d.fio.iodepth as f64;
+        // Polling jobs that take turns have a queue (and vector) each.
+        let turns = d.turns(cpus);
+        let queues = if turns.is_some() { d.fio.jobs } else { d.queues } as f64;
+        let memory = disks * (inflight * BYTES_PER_PENDING + queues * BYTES_PER_SOURCE);
+        e.add(&format!("nvme.{i}.iops"), disks * d.iops.0 * secs * EVENTS_PER_IO, &format!("nvme.{i}.fio"), memory);
+        if let Some(slice) = turns {
+            // A turn, its switch and its poll on each CPU with polling jobs.
+            let busy = (d.cpus.len() as f64).min(disks * d.fio.jobs as f64);
+            e.add(&format!("nvme.{i}.poll_slice"), busy * secs * 1e12 / slice as f64 * 3.0, "", 0.0);
+        }
+    }
+}
+
 pub fn check(list: &[Nvme], ctx: &Ctx, names: &mut HashSet<String>) -> Check {
     for (i, n) in list.iter().enumerate() {
         let p = format!("nvme[{i}]");
