@@ -1,5 +1,7 @@
 """Writes tests/reference/reference.json.gz from this build. Run it only on
-a commit whose results are the reference (see cases.py):
+a commit whose results are the reference (see cases.py), or to add the case
+of a new bundled scenario on a commit whose other results are unchanged
+(check that only the new case was added):
 
     .venv/bin/python tests/reference/regen.py
 """
