@@ -78,7 +78,8 @@ fn scenario(m: &Mix) -> String {
     let cpus: Vec<String> = (0..host_cpus).map(|c| c.to_string()).collect();
     for (i, (count, rate, handler, nmi, softirq)) in m.sources.iter().enumerate() {
         let nmi = *nmi && m.masking == "pmr"; // request_nmi needs pseudo-NMI
-                                              // Arrivals stop at 3 ms so that everything can drain by 4 ms.
+        let softirq = if nmi { 0 } else { *softirq }; // an NMI raises none
+                                                      // Arrivals stop at 3 ms so that everything can drain by 4 ms.
         let place = if vm && i % 2 == 1 { "vm = \"g\"\ncpus = [0]".to_string() } else { format!("cpus = [{}]", cpus.join(", ")) };
         t += &format!(
             "[[source]]\nname = \"s{i}\"\ncount = {count}\nrate = \"{rate}k/s\"\nhandler = \"{handler}ns\"\n\

@@ -269,6 +269,12 @@ impl<P: Parts> Machine<P> {
     /// still in interrupt context; then, returning to user, maybe reschedule.
     fn irq_exit(&mut self, s: &mut Scheduler<Ev>, c: usize, level: Level, i: u32) {
         self.raise_exit_work(c, level, i);
+        // An NMI (or an SDEI event, a FEAT_NMI superpriority interrupt) returns
+        // without `irq_exit()`: no softirqs, no preemption (arm64 `__el1_pnmi`,
+        // `arm64_exit_nmi`); what it interrupted may have interrupts off.
+        if self.srcs[i as usize].prio != Prio::Normal {
+            return;
+        }
         self.irq_exit_tail(s, c, level);
     }
 
@@ -298,6 +304,15 @@ impl<P: Parts> Machine<P> {
                 }
             }
         }
+        self.resched_on_return(s, c, level);
+    }
+
+    /// The return to user mode once interrupt and softirq work are through
+    /// (`exit_to_user_mode`, after `irq_exit()` ran `__do_softirq()`): a task
+    /// whose slice is over, or that a thread waits behind, is switched out.
+    #[inline(always)]
+    pub(crate) fn resched_on_return(&mut self, s: &mut Scheduler<Ev>, c: usize, level: Level) {
+        let top = *self.cpus[c].top();
         if let Work::Task { phase: TaskPhase::User, .. } = top.work {
             if top.level == level && self.need_resched(c, s.now(), false) {
                 let f = self.pop_frame(s, c);

@@ -175,8 +175,8 @@ impl<P: Parts> Machine<P> {
         // which runs when the CPU would idle (at once on an idle CPU; in turns
         // with job threads): a flood does not starve process context.
         let defer = self.softnet_spent(c, level, n.work, s.now());
-        if !defer && self.softirq_can_run(c, level) {
-            self.run_softirqs(s, c, level);
+        if defer || !(self.softirq_can_run(c, level) && self.run_softirqs(s, c, level)) {
+            self.resched_on_return(s, c, level);
         }
     }
 }

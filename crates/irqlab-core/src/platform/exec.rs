@@ -225,8 +225,8 @@ impl<P: Parts> Machine<P> {
             }
             Work::Softirq => {
                 self.pop_frame(s, c);
-                if self.softirq_can_run(c, f.level) {
-                    self.run_softirqs(s, c, f.level);
+                if !(self.softirq_can_run(c, f.level) && self.run_softirqs(s, c, f.level)) {
+                    self.resched_on_return(s, c, f.level);
                 }
             }
             Work::Napi { q } => self.napi_done(s, c, q, f.level),

@@ -331,6 +331,9 @@ impl<P: Parts> Machine<P> {
                 src.softirq = s.softirq.ps();
                 src.special = false;
                 src.msi = !s.nmi;
+                // A link of its own: with DMA paths its MSIs wait behind no
+                // device's data (link ids below the sources' count are theirs).
+                src.link = g as u32;
                 src.track = track;
                 srcs.push(src);
             }
@@ -404,7 +407,8 @@ impl<P: Parts> Machine<P> {
             task_groups: sc.tasks.iter().map(|t| t.name.clone()).collect(),
             fabric: Fabric::new(sc.fabric.msi_write.ps(), sc.fabric.slots, sc.fabric.latency.ps()),
             paths: Vec::new(),
-            links: 0,
+            // Links 0 … n-1 are the scenario's source groups' (see above).
+            links: sc.sources.len() as u32,
             dma_write: 0,
             cstates: crate::platform::cstate::CStates::new(&sc.cpu.idle_state),
             iommus_per_socket: sc.platform.iommus_per_socket,

@@ -113,6 +113,13 @@ pub fn check(s: &Scenario) -> Check {
         if src.nmi && s.cpu.masking != super::Masking::Pmr {
             return err(format!("{p}.nmi"), "an NMI needs pseudo-NMI: set cpu.masking = \"pmr\" (request_nmi fails without it)");
         }
+        // An NMI returns without irq_exit(): nothing would run the work.
+        if src.nmi && src.softirq.ps() > 0 {
+            return err(
+                format!("{p}.softirq"),
+                "an NMI handler raises no softirq (raise_softirq is not NMI-safe; perf hands its work to irq_work, a normal interrupt): give the work to a normal source",
+            );
+        }
     }
     s.cpu.check()?;
     if (s.fabric.dma_write.ps() > 0 || s.fabric.dma_per_kib.ps() > 0) && s.fabric.slots != 1 {
