@@ -336,4 +336,62 @@ mod tests {
         let longest = seen.chunk_by(|a, b| a == b).map(|r| r.len()).max().unwrap_or(0);
         assert!(longest >= 10, "no tired parking in {seen:?}");
     }
+
+    /// `DIM_PARKING_TIRED` lasts `tired` decisions, then `net_dim_exit_parking`
+    /// steps left (mutation testing: a count that never reached 0 passed).
+    #[test]
+    fn a_tired_park_lasts_ten_decisions_then_steps_away() {
+        let s = Stats { bpms: 100_000, ppms: 100, epms: 64 };
+        let mut d = Dim { profile_ix: 2, tune: Tune::ParkingTired, tired: 10, prev: s, ..Default::default() };
+        for _ in 0..9 {
+            assert!(!d.decide(&s));
+            assert_eq!(d.tune, Tune::ParkingTired);
+        }
+        assert!(d.decide(&s));
+        assert_eq!((d.tune, d.profile_ix), (Tune::GoingLeft, 1));
+    }
+
+    /// `net_dim`: no decision before `DIM_NEVENTS` (64) interrupts since the window began.
+    #[test]
+    fn a_decision_needs_a_window_of_64_interrupts() {
+        let mut d = Dim::default();
+        d.update(Sample::default());
+        let at = |events| Sample { time: 1000 * PS_PER_US, events, pkts: 100, bytes: 100_000 };
+        d.update(at(NEVENTS - 1));
+        assert_eq!(d.decisions, 0);
+        d.update(at(NEVENTS));
+        assert_eq!(d.decisions, 1);
+    }
+
+    /// `net_dim_decision` saves the window's stats unless it was parked on top
+    /// and stays so: the stats it parked with keep it there.
+    #[test]
+    fn parking_on_top_keeps_the_stats_it_parked_with() {
+        let old = Stats { bpms: 100_000, ppms: 100, epms: 64 };
+        let new = Stats { bpms: 120_000, ppms: 100, epms: 64 };
+        let mut d = Dim { profile_ix: 3, tune: Tune::GoingRight, steps_left: 2, steps_right: 1, prev: old, ..Default::default() };
+        assert!(!d.decide(&new));
+        assert_eq!(d.tune, Tune::ParkingOnTop);
+        assert!(!d.decide(&new), "same stats as when it parked: stays");
+        assert_eq!((d.tune, d.profile_ix), (Tune::ParkingOnTop, 3));
+    }
+
+    /// Where DIM parks, not only what it visits: at the profile that moved the most bytes.
+    #[test]
+    fn climbs_then_stays_parked_at_the_best_profile() {
+        let mut d = Dim::default();
+        let seen = drive(&mut d, 60, |ix| [100_000, 200_000, 300_000, 400_000, 350_000][ix]);
+        assert_eq!(d.tune, Tune::ParkingOnTop, "{seen:?}");
+        assert!(seen[40..].iter().all(|&i| i == 3), "{seen:?}");
+    }
+
+    /// `net_dim_on_top` going right needs two steps left before one right.
+    #[test]
+    fn one_step_left_and_back_is_not_the_top() {
+        let old = Stats { bpms: 100_000, ppms: 100, epms: 64 };
+        let better = Stats { bpms: 120_000, ppms: 100, epms: 64 };
+        let mut d = Dim { profile_ix: 2, tune: Tune::GoingRight, steps_left: 1, steps_right: 1, prev: old, ..Default::default() };
+        assert!(d.decide(&better));
+        assert_eq!((d.tune, d.profile_ix), (Tune::GoingRight, 3));
+    }
 }

@@ -767,3 +767,11 @@ fn busy_polling_a_vf_is_refused() {
     let e = load(VF, "vf.toml", &["nic.0.moderation.kind=polling".into()]).unwrap_err().0;
     assert!(e.contains("nic[0].moderation.kind") && e.contains("polling on a VF (vm = \"g\")") && e.contains("expected"), "{e}");
 }
+
+/// A queue below its count arms one timer; a completion after a count-triggered
+/// signal starts a new period, and no stale timer signals it early (mutation
+/// testing: arming one per completion left timers that fired early).
+#[test]
+fn one_time_threshold_timer_per_batch() {
+    assert_eq!(signals_at(false, 3, &[0, 1, 2, 2]), vec![2, 5]);
+}
