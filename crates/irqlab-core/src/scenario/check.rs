@@ -91,9 +91,6 @@ pub fn targets(p: &str, list: &[u32], vm: Option<&str>, ctx: &Ctx) -> Check {
     Ok(())
 }
 
-/// What a run will cost (`budget.rs`): every section adds what it schedules
-/// (events over the run) and the state it sizes, each blamed on the key that
-/// sets it, so that a refusal names that key.
 /// Bytes of state per item, generous: an interrupt source or queue, a task or
 /// vCPU, a pending I/O or event, a ring descriptor.
 pub const BYTES_PER_SOURCE: f64 = 512.0;
@@ -101,7 +98,10 @@ pub const BYTES_PER_TASK: f64 = 256.0;
 pub const BYTES_PER_PENDING: f64 = 64.0;
 pub const BYTES_PER_DESCRIPTOR: f64 = 16.0;
 
-/// The estimate, with the part that contributes most to each figure.
+/// What a run will cost (`budget.rs`): every section adds what it schedules
+/// (events over the run) and the state it sizes, each blamed on the key that
+/// sets it, so that a refusal names that key; with the part that contributes
+/// most to each figure.
 #[derive(Clone, Debug, Default)]
 pub struct Estimate {
     pub events: f64,
