@@ -269,19 +269,24 @@ impl<P: Parts> Machine<P> {
     /// still in interrupt context; then, returning to user, maybe reschedule.
     fn irq_exit(&mut self, s: &mut Scheduler<Ev>, c: usize, level: Level, i: u32) {
         self.raise_exit_work(c, level, i);
-        // An NMI (or an SDEI event, a FEAT_NMI superpriority interrupt) returns
-        // without `irq_exit()`: no softirqs, no preemption (arm64 `__el1_pnmi`,
-        // `arm64_exit_nmi`); what it interrupted may have interrupts off.
-        if self.srcs[i as usize].prio != Prio::Normal {
-            return;
-        }
-        self.irq_exit_tail(s, c, level);
+        self.irq_exit_tail(s, c, level, i);
     }
 
-    /// The rest of `irq_exit()`, for an interrupt that raised nothing itself
-    /// (`MaskAck`): pending softirqs run, or the task is rescheduled.
+    /// An NMI (or an SDEI event, a FEAT_NMI superpriority interrupt) returns
+    /// without `irq_exit()`: no softirqs, no preemption (arm64 `__el1_pnmi`,
+    /// `arm64_exit_nmi`); what it interrupted may have interrupts off. (Asked
+    /// only where the tail would act: a plain interrupt's return to the idle
+    /// loop reads no more.)
     #[inline(always)]
-    pub(crate) fn irq_exit_tail(&mut self, s: &mut Scheduler<Ev>, c: usize, level: Level) {
+    fn nmi_return(&self, i: u32) -> bool {
+        self.srcs[i as usize].prio != Prio::Normal
+    }
+
+    /// The rest of `irq_exit()` for source `i`'s interrupt, also for one that
+    /// raised nothing itself (`MaskAck`): pending softirqs run, or the task is
+    /// rescheduled.
+    #[inline(always)]
+    pub(crate) fn irq_exit_tail(&mut self, s: &mut Scheduler<Ev>, c: usize, level: Level, i: u32) {
         let lv = level as usize;
         let work = self.cpus[c].softirq_work[lv];
         let top = *self.cpus[c].top();
@@ -298,13 +303,22 @@ impl<P: Parts> Machine<P> {
                 }
                 Work::Softirq | Work::Napi { .. } => {} // the running softirq takes the poll list on
                 _ => {
-                    if (work > 0 || !self.cpus[c].napi_list[lv].is_empty()) && self.start_softirqs(s, c, level) {
-                        return;
+                    if work > 0 || !self.cpus[c].napi_list[lv].is_empty() {
+                        if self.nmi_return(i) {
+                            return;
+                        }
+                        if self.start_softirqs(s, c, level) {
+                            return;
+                        }
                     }
                 }
             }
         }
-        self.resched_on_return(s, c, level);
+        if let Work::Task { phase: TaskPhase::User, .. } = top.work {
+            if !self.nmi_return(i) {
+                self.resched_on_return(s, c, level);
+            }
+        }
     }
 
     /// The return to user mode once interrupt and softirq work are through

@@ -216,12 +216,12 @@ impl<P: Parts> Machine<P> {
                 let exit = self.srcs[src as usize].exit - self.pmr_exit_saves(c, 1, Level::Host, src);
                 self.set_phase(s, c, Work::MaskAck { src, phase: MaskPhase::Tail }, Mask::Daif, exit);
             }
-            Work::MaskAck { src, phase: MaskPhase::Exit | MaskPhase::Tail } => {
-                let (wake, saves) = (self.pmr_woke(&f), self.pmr_exit_saves(c, 1, Level::Host, src));
-                let src = &self.srcs[src as usize];
+            Work::MaskAck { src: i, phase: MaskPhase::Exit | MaskPhase::Tail } => {
+                let (wake, saves) = (self.pmr_woke(&f), self.pmr_exit_saves(c, 1, Level::Host, i));
+                let src = &self.srcs[i as usize];
                 self.cpus[c].irq_arch += src.entry + wake + src.exit - saves;
                 self.pop_frame(s, c);
-                self.irq_exit_tail(s, c, f.level);
+                self.irq_exit_tail(s, c, f.level, i);
             }
             Work::Softirq => {
                 self.pop_frame(s, c);
