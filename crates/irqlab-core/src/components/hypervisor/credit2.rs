@@ -307,7 +307,7 @@ fn preempt_target(h: &mut Hypervisor, v: u32, order: &[u32], now: Ps) -> Option<
         burn(h, c, now);
         let pc = &h.pcpus[c as usize];
         let Some(u) = pc.cur else { continue };
-        if pc.tickled || now.saturating_sub(pc.ran_since) + TICKLE_TOLERANCE < h.c.ratelimit {
+        if pc.tickled || now.saturating_sub(pc.ran_since) + TICKLE_TOLERANCE <= h.c.ratelimit {
             continue;
         }
         let resist = if c != home { h.c.migrate_resist as i64 } else { 0 };
@@ -515,5 +515,101 @@ mod tests {
         assert!(epoch_over(0, Some(-3)));
         assert!(!epoch_over(-5, Some(7)), "the head still has credit");
         assert!(!epoch_over(2, Some(-3)));
+    }
+
+    /// `runq_candidate` resists a remote vCPU only while
+    /// `snext->credit + CSCHED2_MIGRATE_RESIST > svc->credit`: exactly
+    /// `migrate_resist` more credit than the current vCPU is enough.
+    #[test]
+    fn a_remote_vcpu_with_exactly_the_resistance_more_is_pulled() {
+        let mut h = hyp(2, &[(5_000, 1)]);
+        runq_insert(&mut h, 0);
+        let us = PS_PER_US as i64;
+        assert_eq!(best_queued(&h, 0, Some(4_500 * us)), Some(0));
+        assert_eq!(best_queued(&h, 0, Some(4_500 * us + 1)), None);
+    }
+
+    /// `reset_credit` adds a second `credit_init` only when the chosen vCPU
+    /// sits exactly at `CSCHED2_CREDIT_MIN`, not whenever it is in the red.
+    #[test]
+    fn a_reset_above_the_floor_tops_up_once() {
+        let mut h = hyp(1, &[(-1, 0), (-9_000, 0)]);
+        reset_credit(&mut h, 0, 0);
+        let us = PS_PER_US as i64;
+        assert_eq!(h.vcpus[0].credit, 9_999 * us, "-1 us + 10 ms");
+        assert_eq!(h.vcpus[1].credit, 1_000 * us, "-9 ms + 10 ms");
+    }
+
+    /// `is_preemptable`: a vCPU within `CSCHED2_RATELIMIT_TICKLE_TOLERANCE`
+    /// (50 us) of the rate limit may already be preempted by a tickle.
+    #[test]
+    fn a_vcpu_within_the_tickle_tolerance_of_the_rate_limit_may_be_preempted() {
+        // vCPU 0 runs on pCPU 0 since 0; vCPU 1 (last on pCPU 0) wakes with far more credit.
+        let mut h = hyp(1, &[(1_000, 0), (5_000, 0)]);
+        h.pcpus[0].cur = Some(0);
+        h.vcpus[0].state = VcpuState::Running;
+        let order = tickle_order(&h, 1);
+        // 940 us into the 1 ms rate limit: still protected; at exactly 950 us
+        // too (`is_preemptable`: ran > ratelimit - 50 us).
+        assert_eq!(preempt_target(&mut h, 1, &order, 940 * PS_PER_US), None);
+        assert_eq!(preempt_target(&mut h, 1, &order, 950 * PS_PER_US), None);
+        // 960 us in: within 50 us of it.
+        assert_eq!(preempt_target(&mut h, 1, &order, 960 * PS_PER_US), Some(0));
+    }
+
+    /// `runq_tickle` starts from `max = 0`: a woken vCPU with no more credit
+    /// than the one running on its own pCPU does not preempt it there.
+    #[test]
+    fn a_woken_vcpu_does_not_preempt_an_equal_on_its_own_pcpu() {
+        let mut h = hyp(1, &[(3_000, 0), (3_000, 0)]);
+        let now = 2 * PS_PER_MS;
+        h.pcpus[0].cur = Some(0);
+        h.pcpus[0].last_burn = now;
+        h.vcpus[0].state = VcpuState::Running;
+        let order = tickle_order(&h, 1);
+        assert_eq!(preempt_target(&mut h, 1, &order, now), None);
+        h.vcpus[1].credit += 1;
+        assert_eq!(preempt_target(&mut h, 1, &order, now), Some(0));
+    }
+
+    /// A machine of the acceptance scenario (credit2) whose hypervisor is
+    /// `hyp(np, vcpus)`, its clock at `now`.
+    fn machine(np: u32, vcpus: &[(i64, u32)], now: Ps) -> (Machine<crate::components::Components>, Scheduler<Ev>) {
+        use crate::components::Components;
+        let sc = crate::load(super::super::tests::BASE, "m3.toml", &["vcpu_sched.scheduler=credit2".to_string()]).expect("valid scenario");
+        let mut m: Machine<Components> = Machine::new(&sc, 7, crate::engine::trace::Tracer::disabled());
+        *hv(&mut m) = hyp(np, vcpus);
+        let mut s = Scheduler::new();
+        s.at(now, ev::<Components>(HypEv::Slice, 0));
+        assert!(s.next_before(now + 1).is_some() && s.now() == now);
+        (m, s)
+    }
+
+    /// `csched2_schedule`: a vCPU pulled from another pCPU is given
+    /// `CSCHED2_MIGRATE_COMPENSATION` (50 us).
+    #[test]
+    fn a_vcpu_pulled_from_another_pcpu_is_compensated() {
+        use crate::components::Components;
+        let (mut m, mut s) = machine(2, &[(5_000, 1)], 0);
+        runq_insert(hv(&mut m), 0);
+        schedule::<Components>(&mut m, &mut s, 0);
+        let h = hv(&mut m);
+        assert_eq!((h.pcpus[0].cur, h.vcpus[0].processor), (Some(0), 0));
+        assert_eq!(h.vcpus[0].credit, 5_050 * PS_PER_US as i64);
+    }
+
+    /// The rate limit keeps the current vCPU while it has run less than
+    /// `ratelimit` (`now - state_entry_time < ratelimit`): at 1 ms it gives way.
+    #[test]
+    fn the_rate_limit_protects_for_less_than_its_length() {
+        use crate::components::Components;
+        for (now, cur) in [(PS_PER_MS - 1, 0), (PS_PER_MS, 1)] {
+            let (mut m, mut s) = machine(1, &[(3_000, 0), (5_000, 0)], now);
+            let h = hv(&mut m);
+            (h.pcpus[0].cur, h.pcpus[0].last_burn, h.vcpus[0].state) = (Some(0), now, VcpuState::Running);
+            runq_insert(h, 1);
+            schedule::<Components>(&mut m, &mut s, 0);
+            assert_eq!(hv(&mut m).pcpus[0].cur, Some(cur), "after {now} ps");
+        }
     }
 }
