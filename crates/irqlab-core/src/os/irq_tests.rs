@@ -37,13 +37,9 @@ handler = "1us"
     assert!(i.p50 > b.p50 && i.p99 > b.p99, "idle p50 {} p99 {}, busy p50 {} p99 {}", i.p50, i.p99, b.p50, b.p99);
 }
 
-/// One CPU, two user loops that never enter the kernel on their own (100 ms
-/// ops), a 1 kHz tick: only the tick's return to user can preempt them
-/// (`irq_exit_tail` → `need_resched`), once the 3 ms slice is over, so they
-/// switch every 3–4 ms, not once an op.
-#[test]
-fn a_task_is_preempted_on_an_interrupts_return_once_its_slice_is_over() {
-    let sc = r#"
+/// One CPU, two user loops that never enter the kernel on their own, and a
+/// 1 kHz tick: the three tests below.
+const TWO_LOOPS_TICKED: &str = r#"
 name = "tick"
 duration = "200ms"
 warmup = "20ms"
@@ -62,7 +58,14 @@ arrival = "periodic"
 rate = "1k/s"
 handler = "1us"
 "#;
-    let m = run_audited(sc, &[]).report.metrics;
+
+/// One CPU, two user loops that never enter the kernel on their own (100 ms
+/// ops), a 1 kHz tick: only the tick's return to user can preempt them
+/// (`irq_exit_tail` → `need_resched`), once the 3 ms slice is over, so they
+/// switch every 3–4 ms, not once an op.
+#[test]
+fn a_task_is_preempted_on_an_interrupts_return_once_its_slice_is_over() {
+    let m = run_audited(TWO_LOOPS_TICKED, &[]).report.metrics;
     let switches = m["context_switches_per_s"];
     assert!(switches > 240.0 && switches <= 334.0, "{switches} switches/s");
 }
@@ -74,27 +77,7 @@ handler = "1us"
 /// switches/s against 1,000 with a 1 ms slice).
 #[test]
 fn a_task_is_preempted_once_the_softirqs_of_an_interrupt_are_through() {
-    let sc = r#"
-name = "tick"
-duration = "200ms"
-warmup = "20ms"
-[platform]
-cpus = 1
-[cpu]
-context_switch = "1us"
-timeslice = "3ms"
-[[task]]
-name = "t"
-count = 2
-work = "100ms"
-[[source]]
-name = "tick"
-arrival = "periodic"
-rate = "1k/s"
-handler = "1us"
-softirq = "2us"
-"#;
-    let m = run_audited(sc, &[]).report.metrics;
+    let m = run_audited(TWO_LOOPS_TICKED, &["source.0.softirq=\"2us\""]).report.metrics;
     let switches = m["context_switches_per_s"];
     assert!(switches > 240.0 && switches <= 334.0, "{switches} switches/s");
     assert!(m["softirq_share"] > 0.0015, "{m:?}");
@@ -117,31 +100,11 @@ fn an_nmi_raises_no_softirq_work() {
 /// return preempted as a normal interrupt's does (about 300 switches/s here).
 #[test]
 fn an_nmi_s_return_preempts_nothing() {
-    let sc = r#"
-name = "tick"
-duration = "200ms"
-warmup = "20ms"
-[platform]
-cpus = 1
-[cpu]
-masking = "pmr"
-context_switch = "1us"
-timeslice = "3ms"
-[[task]]
-name = "t"
-count = 2
-work = "100ms"
-[[source]]
-name = "pmi"
-arrival = "periodic"
-rate = "1k/s"
-handler = "1us"
-nmi = true
-"#;
-    let m = run_audited(sc, &[]).report.metrics;
+    let pmr = ["cpu.masking=\"pmr\""];
+    let m = run_audited(TWO_LOOPS_TICKED, &[pmr[0], "source.0.nmi=true"]).report.metrics;
     let switches = m["context_switches_per_s"];
     assert!(switches <= 25.0, "{switches} switches/s");
-    let normal = run_audited(sc, &["source.0.nmi=false"]).report.metrics["context_switches_per_s"];
+    let normal = run_audited(TWO_LOOPS_TICKED, &pmr).report.metrics["context_switches_per_s"];
     assert!(normal > 240.0, "{normal} switches/s with a normal tick");
 }
 

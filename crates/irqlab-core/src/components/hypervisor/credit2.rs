@@ -406,46 +406,8 @@ mod tests {
     /// A credit2 hypervisor of `np` idle pCPUs and vCPUs of the given
     /// (credit in µs, last pCPU), none queued.
     fn hyp(np: u32, vcpus: &[(i64, u32)]) -> Hypervisor {
-        use std::collections::VecDeque;
-        let pcpus = (0..np)
-            .map(|_| super::super::state::Pcpu {
-                mode: Mode::Idle,
-                track: Default::default(),
-                cur: None,
-                q: VecDeque::new(),
-                busy: None,
-                resched: false,
-                tickled: false,
-                guest_timer: None,
-                guest_end: 0,
-                slice: None,
-                ran_since: 0,
-                last_burn: 0,
-                since: 0,
-                time: [0; 4],
-                irqs: 0,
-                virq_time: 0,
-                polling: None,
-                hyp_why: "",
-            })
-            .collect();
-        let vcpus = vcpus
-            .iter()
-            .map(|&(credit_us, processor)| Vcpu {
-                state: VcpuState::Runnable,
-                processor,
-                pinned: None,
-                credit: credit_us * PS_PER_US as i64,
-                tickled_cpu: None,
-                guest_q: VecDeque::new(),
-                virqs: VecDeque::new(),
-                cur: None,
-                paused_left: 0,
-                woke_at: None,
-                halt_poll: 0,
-                halted_at: None,
-            })
-            .collect();
+        let pcpus = (0..np).map(|_| super::super::state::Pcpu::idle(Default::default())).collect();
+        let vcpus = vcpus.iter().map(|&(credit_us, processor)| Vcpu::runnable(processor, None, credit_us * PS_PER_US as i64)).collect();
         let c = super::super::state::Costs { migrate_resist: 500 * PS_PER_US, ..costs() };
         Hypervisor { kind: Some(SchedKind::Credit2), pcpus, vcpus, c, ..Default::default() }
     }

@@ -28,7 +28,6 @@ use crate::platform::parts::{dispatch, Component, Has};
 use crate::scenario::Scenario;
 use params::Vwfi;
 pub use state::*;
-use std::collections::VecDeque;
 
 impl Component for Hypervisor {
     type Ev = HypEv;
@@ -49,45 +48,11 @@ impl Component for Hypervisor {
             min_timer: v.min_timer.ps(),
             halt_poll_max: if v.vwfi == Vwfi::Kvm { v.halt_poll.ps() } else { 0 },
         };
-        let pcpus = (0..v.pcpus)
-            .map(|p| Pcpu {
-                mode: Mode::Idle,
-                track: m.cpus[p as usize].track,
-                cur: None,
-                q: VecDeque::new(),
-                busy: None,
-                resched: false,
-                tickled: false,
-                guest_timer: None,
-                guest_end: 0,
-                slice: None,
-                ran_since: 0,
-                last_burn: 0,
-                since: 0,
-                time: [0; 4],
-                irqs: 0,
-                virq_time: 0,
-                polling: None,
-                hyp_why: "",
-            })
-            .collect();
+        let pcpus = (0..v.pcpus).map(|p| Pcpu::idle(m.cpus[p as usize].track)).collect();
         let vcpus = (0..v.vcpus)
             .map(|i| {
                 let pinned = v.pinned(i);
-                Vcpu {
-                    state: VcpuState::Runnable,
-                    processor: pinned.unwrap_or(i % v.pcpus),
-                    pinned,
-                    credit: c.credit_init as i64,
-                    tickled_cpu: None,
-                    guest_q: VecDeque::new(),
-                    virqs: VecDeque::new(),
-                    cur: None,
-                    paused_left: 0,
-                    woke_at: None,
-                    halt_poll: 0,
-                    halted_at: None,
-                }
+                Vcpu::runnable(pinned.unwrap_or(i % v.pcpus), pinned, c.credit_init as i64)
             })
             .collect();
         Hypervisor {

@@ -180,6 +180,52 @@ pub struct Vcpu {
     pub(crate) halted_at: Option<Ps>,
 }
 
+impl Pcpu {
+    /// A pCPU at the start: idle, nothing queued, on the machine's `track`.
+    pub(crate) fn idle(track: TrackId) -> Self {
+        Pcpu {
+            mode: Mode::Idle,
+            track,
+            cur: None,
+            q: VecDeque::new(),
+            busy: None,
+            resched: false,
+            tickled: false,
+            guest_timer: None,
+            guest_end: 0,
+            slice: None,
+            ran_since: 0,
+            last_burn: 0,
+            since: 0,
+            time: [0; 4],
+            irqs: 0,
+            virq_time: 0,
+            polling: None,
+            hyp_why: "",
+        }
+    }
+}
+
+impl Vcpu {
+    /// A runnable vCPU with no work yet, last on `processor`, with `credit`.
+    pub(crate) fn runnable(processor: u32, pinned: Option<u32>, credit: i64) -> Self {
+        Vcpu {
+            state: VcpuState::Runnable,
+            processor,
+            pinned,
+            credit,
+            tickled_cpu: None,
+            guest_q: VecDeque::new(),
+            virqs: VecDeque::new(),
+            cur: None,
+            paused_left: 0,
+            woke_at: None,
+            halt_poll: 0,
+            halted_at: None,
+        }
+    }
+}
+
 #[derive(Default)]
 pub struct Stats {
     pub exits: [u64; EXITS.len()],
