@@ -301,9 +301,9 @@ fn preempt_target(h: &mut Hypervisor, v: u32, order: &[u32], now: Ps) -> Option<
     }
     let home = h.vcpus[v as usize].processor;
     let mut best: Option<(i64, u32)> = None;
-    let mut by_id: Vec<u32> = order.to_vec();
-    by_id.sort_unstable_by_key(|&c| (c != home, c));
-    for &c in &by_id {
+    // `order` starts at its own pCPU; among the others a tie goes to the
+    // lowest-numbered, whatever the order's wrap.
+    for &c in order {
         burn(h, c, now);
         let pc = &h.pcpus[c as usize];
         let Some(u) = pc.cur else { continue };
@@ -317,7 +317,7 @@ fn preempt_target(h: &mut Hypervisor, v: u32, order: &[u32], now: Ps) -> Option<
         if c == home && score > 0 {
             return Some(c);
         }
-        if score > 0 && best.is_none_or(|(b, _)| score > b) {
+        if score > 0 && best.is_none_or(|(b, bc)| score > b || (score == b && c < bc)) {
             best = Some((score, c));
         }
     }
