@@ -106,6 +106,10 @@ struct Vcpu {
     serving: Option<Req>,
     /// Requests raised during this attempt's IRQs-off window (the audit).
     raised_in_window: bool,
+    /// When this attempt's interrupts go off: the IrqsOff phase begins with
+    /// event injection, which the kernel does with interrupts still on
+    /// (`kvm_check_and_inject_events` before `local_irq_disable`).
+    irqs_off_from: Ps,
     nmi: NmiState,
     /// Queued/pending NMIs: when each was raised and whether a PMI raised it.
     nmi_origin: VecDeque<(Ps, bool)>,
@@ -145,6 +149,10 @@ struct Vcpu {
     coalesced: u64,
     /// An hrtimer tick waits for `vcpu_run` to inject it (`lapic_timer.pending`).
     timer_pending: bool,
+    /// The hrtimer fired on the vCPU's own pCPU with interrupts off: the
+    /// pCPU holds its interrupt, the VM-enter goes ahead and exits at once on
+    /// it, and the callback runs after that exit.
+    tick_held: bool,
     /// Posted interrupts not yet in the guest (PIR bits, synced at VM entry), and
     /// the posted fixed-mode PMI among them (when its overflow happened).
     pir: u8,
@@ -226,6 +234,8 @@ pub struct KvmAudit {
     /// Attempts whose IRQs-off window saw a request raised, and how many of them were not cancelled.
     pub window_raises: u64,
     pub window_raises_entered: u64,
+    /// hrtimer ticks that fired on the vCPU's pCPU with interrupts off, held to the entry.
+    pub ticks_held: u64,
     /// The most NMIs ever pending at once, and NMIs delivered beyond what was queued minus dropped.
     pub max_nmi_pending: u32,
     pub nmis_queued: u64,
@@ -284,6 +294,7 @@ impl KvmModel {
                 pos: 0,
                 serving: None,
                 raised_in_window: false,
+                irqs_off_from: 0,
                 nmi: NmiState::default(),
                 nmi_origin: VecDeque::new(),
                 injecting: Vec::new(),
@@ -301,6 +312,7 @@ impl KvmModel {
                 injecting_irr: 0,
                 coalesced: 0,
                 timer_pending: false,
+                tick_held: false,
                 virqs: 0,
                 pir: 0,
                 pmi_posted: Vec::new(),
@@ -430,7 +442,7 @@ impl KvmModel {
             vc.cause[r as usize] = cause;
         }
         vc.pending |= r.bit();
-        if vc.phase == Phase::IrqsOff {
+        if vc.irqs_off(s.now()) {
             vc.raised_in_window = true;
         }
         if matches!(cause, Cause::Src(_)) {
@@ -575,6 +587,13 @@ impl KvmModel {
                     for _ in 0..due {
                         self.interrupt(s, v, Src::Timer, false);
                     }
+                } else if std::mem::take(&mut self.vcpus[v].tick_held) {
+                    // The held hrtimer interrupt exits the guest as it starts; its
+                    // callback then runs in the host (`apic_timer_expired`).
+                    self.vcpus[v].kicked = false;
+                    self.exit(s, v, 0);
+                    self.vcpus[v].timer_pending = true;
+                    self.request(s, v, Req::Unblock, Cause::Src(Src::Timer));
                 } else if std::mem::take(&mut self.vcpus[v].kicked) || eoi {
                     self.exit(s, v, 0);
                 }
@@ -627,3 +646,16 @@ impl Protocol for KvmModel {
 
 #[cfg(test)]
 mod tests;
+
+impl Vcpu {
+    /// Past `local_irq_disable` in `vcpu_enter_guest`, before the final check.
+    fn irqs_off(&self, now: Ps) -> bool {
+        self.phase == Phase::IrqsOff && now >= self.irqs_off_from
+    }
+
+    /// `vcpu->mode == IN_GUEST_MODE`: set with interrupts off before the final
+    /// check, through the entry and the guest, until the exit.
+    fn in_guest_mode(&self, now: Ps) -> bool {
+        matches!(self.phase, Phase::Guest | Phase::Entry) || self.irqs_off(now)
+    }
+}

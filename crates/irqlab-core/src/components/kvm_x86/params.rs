@@ -115,7 +115,7 @@ pub struct Kvm {
     /// when the timer is not posted, with or without APICv). Its expiry is a VM exit on the
     /// vCPU itself (`apic_timer_expired(apic, false)`: injected there with APICv, before
     /// the next pass without): no request from outside, so a timer never cancels a
-    /// VM-enter. Off: an hrtimer that raises a request and kicks.
+    /// VM-enter. Off: an hrtimer on the vCPU's own pCPU that raises a request and kicks.
     #[serde(default = "crate::scenario::units::yes")]
     pub hv_timer: bool,
     #[serde(default)]

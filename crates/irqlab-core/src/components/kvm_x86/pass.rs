@@ -73,6 +73,7 @@ impl KvmModel {
         }
         vc.raised_in_window = false;
         vc.window_start = s.now();
+        vc.irqs_off_from = s.now() + len;
         self.begin(s, v, Phase::IrqsOff, Some(len + self.c.irqs_off));
     }
 
@@ -127,7 +128,7 @@ impl KvmModel {
                     }
                     // A fixed vector through APICv: a PIR bit, taken at this entry.
                     (Lvtpc::Fixed, true) => {
-                        if self.post(v, vector::PMI) {
+                        if self.post(v, vector::PMI, now) {
                             self.vcpus[v].pmi_posted.push(t);
                         }
                     }
@@ -174,7 +175,10 @@ impl KvmModel {
         vc.lost += s.now() - vc.window_start;
         self.audit.cancels += 1;
         self.audit.attributed += 1;
-        // vmx_cancel_injection(): an NMI being injected goes back to pending, re-raising EVENT.
+        // vmx_cancel_injection(): the kernel keeps an NMI being injected as
+        // injected and re-injects it first (`__vmx_complete_interrupts`); the
+        // model puts it back to pending ahead of the rest and raises EVENT
+        // again, which cancels and drops alike and may cost one injection more.
         for o in vc.injecting.drain(..).rev() {
             vc.nmi.pending += 1;
             vc.nmi_origin.push_front(o);

@@ -54,7 +54,7 @@ impl KvmModel {
             self.request(s, v, Req::Event, Cause::Src(src));
             return;
         }
-        self.post(v, vec);
+        self.post(v, vec, s.now());
     }
 
     /// `kvm_lapic_set_irr`: `vec`'s IRR bit, or a merge into it.
@@ -73,7 +73,7 @@ impl KvmModel {
     /// `vmx_deliver_posted_interrupt`: a running guest takes the vector at
     /// once; otherwise it waits in the PIR, where a second one merges
     /// (`pi_test_and_set_pir`). Returns whether it is new in the PIR.
-    pub(super) fn post(&mut self, v: usize, vec: u8) -> bool {
+    pub(super) fn post(&mut self, v: usize, vec: u8, now: Ps) -> bool {
         let vc = &mut self.vcpus[v];
         vc.posted += 1;
         self.audit.posted += 1;
@@ -88,9 +88,9 @@ impl KvmModel {
                 self.audit.posted_coalesced += 1;
                 false
             }
-            phase => {
+            _ => {
                 vc.pir |= vec;
-                if phase == Phase::IrqsOff {
+                if vc.irqs_off(now) {
                     self.audit.posted_in_window += 1;
                 }
                 true
@@ -171,16 +171,27 @@ impl KvmModel {
                     self.vcpus[v].hv_timer_due += 1;
                 }
             }
-            // Posted from the hrtimer callback itself (`kvm_can_post_timer_interrupt`).
-            Src::Timer if self.apicv && self.post_timer => self.interrupt(s, v, src, true),
+            // Posted from the hrtimer callback itself, on a housekeeping CPU, only
+            // while the vCPU is in guest mode (`kvm_use_posted_timer_interrupt`).
+            Src::Timer if self.apicv && self.post_timer && self.vcpus[v].in_guest_mode(now) => self.interrupt(s, v, src, true),
             // The hrtimer otherwise (`apic_timer_expired`, lapic.c): the tick is
             // pending in `lapic_timer.pending` (an expiry while one is pending is
             // dropped), with KVM_REQ_UNBLOCK and a kick; `vcpu_run` injects it when
             // `vcpu_enter_guest` returns (`kvm_inject_pending_timer_irqs`, see `step`).
+            // Not posted, the hrtimer is the vCPU thread's own (`start_sw_timer`,
+            // `HRTIMER_MODE_ABS_HARD`) and fires on its pCPU: with interrupts off
+            // there it waits for the VM-enter, which exits at once on it, and so
+            // cancels nothing. (With nohz_full, which `post_timer` stands for, it
+            // sits on a housekeeping CPU: `get_nohz_timer_target`.)
             Src::Timer => {
                 let vc = &mut self.vcpus[v];
-                if vc.timer_pending {
+                if vc.timer_pending || vc.tick_held {
                     vc.coalesced += 1;
+                    return;
+                }
+                if !self.post_timer && vc.irqs_off(now) {
+                    vc.tick_held = true;
+                    self.audit.ticks_held += 1;
                     return;
                 }
                 vc.timer_pending = true;

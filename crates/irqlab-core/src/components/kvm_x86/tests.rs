@@ -162,25 +162,26 @@ fn a_posted_interrupt_in_the_window_does_not_cancel_a_kvm_req_event_one_does() {
 /// On the VMX preemption timer the guest's timer expires as the vCPU's own
 /// exit (or is found at its next entry) and, with APICv, is injected there
 /// (`apic_timer_expired(apic, false)`): it never cancels. As an hrtimer it
-/// raises a request from outside, and one that lands in the window cancels.
+/// raises a request, and one that lands in the pass (interrupts on, a request
+/// being serviced) cancels.
 #[test]
 fn a_timer_on_the_vmx_preemption_timer_never_cancels_an_hrtimer_can() {
-    let rates = "timer = 20000";
-    let long_window = |t: String| t.replace("irqs_off = \"300ns\"", "irqs_off = \"5us\"");
-    let hv = go(&long_window(scenario("\"upstream-after\"", rates, "apicv = true")));
+    let rates = "timer = 20000\npmu_overflow = 2000";
+    let long_pass = |t: String| t.replace("service = \"150ns\"", "service = \"20us\"");
+    let hv = go(&long_pass(scenario("\"upstream-after\"", rates, "apicv = true")));
     let m = &hv.report.metrics;
     assert_eq!(m["cancels"], 0.0);
     assert!(m["posted_interrupts"] > 10_000.0, "the timer interrupts reach the guest");
-    let hr = go(&long_window(scenario("\"upstream-after\"", rates, "apicv = true\nhv_timer = false")));
+    let hr = go(&long_pass(scenario("\"upstream-after\"", rates, "apicv = true\nhv_timer = false")));
     assert!(hr.report.metrics["cancels.UNBLOCK.source.timer"] > 100.0);
     // Without APICv the preemption timer is still used (`kvm_can_use_hv_timer`
     // asks that the timer is not posted and MWAIT not passed through): its expiry is the vCPU's own exit
     // and the request is the vCPU's, raised before its pass. It cancelled here
     // as an hrtimer until 2026-11-27 (a review).
-    let no_apicv = go(&long_window(scenario("\"upstream-after\"", rates, "apicv = false")));
+    let no_apicv = go(&long_pass(scenario("\"upstream-after\"", rates, "apicv = false")));
     let m = &no_apicv.report.metrics;
     assert_eq!(m["cancels"], 0.0);
-    let hr = go(&long_window(scenario("\"upstream-after\"", rates, "apicv = false\nhv_timer = false")));
+    let hr = go(&long_pass(scenario("\"upstream-after\"", rates, "apicv = false\nhv_timer = false")));
     assert!(hr.report.metrics["cancels.UNBLOCK.source.timer"] > 100.0);
 }
 
@@ -404,4 +405,40 @@ fn sections_the_kvm_model_does_not_read_are_refused_by_name() {
     let e = load(&fig, "k.toml", &["cpu.irq_entry=\"1us\"".into()]).unwrap_err().to_string();
     assert!(e.contains("--set cpu.irq_entry") && e.contains("reads no [cpu]"), "{e}");
     assert!(load(&fig, "k.toml", &["seed=7".into()]).is_ok(), "the run's own keys stay");
+}
+
+/// Not posted, the hrtimer fires on the vCPU's own pCPU (the vCPU thread
+/// started it): with interrupts off there its interrupt waits, the VM-enter
+/// goes ahead and exits at once on it, and nothing is cancelled. Only a tick
+/// that lands while interrupts are on (the pass, the injection) cancels. Until
+/// 2026-11-29 a tick in the window cancelled as if raised from another CPU (a
+/// review against `start_sw_timer`).
+#[test]
+fn an_hrtimer_tick_with_interrupts_off_waits_for_the_entry_and_cancels_nothing() {
+    let t = scenario("\"upstream-after\"", "timer = 20000", "apicv = true\nhv_timer = false")
+        .replace("irqs_off = \"300ns\"", "irqs_off = \"5us\"");
+    let out = go(&t);
+    let (a, m) = (out.kvm.as_ref().unwrap(), &out.report.metrics);
+    // The window (5 us) is far longer than the pass (a 150 ns request or none).
+    assert!(a.ticks_held > 1_000, "{a:?}");
+    let cancels = m.get("cancels.UNBLOCK.source.timer").copied().unwrap_or(0.0);
+    assert!(cancels < a.ticks_held as f64 / 4.0, "{cancels} tick cancels against {} ticks held", a.ticks_held);
+    // Every held tick still reaches the guest: each is injected after its exit.
+    assert!(m["posted_interrupts"] > 0.9 * 20_000.0 * 4.0 * 1.9, "{m:?}");
+}
+
+/// A posted timer (`pi_inject_timer`, with nohz_full) fires on a housekeeping
+/// CPU and is posted only while the vCPU is in guest mode
+/// (`kvm_use_posted_timer_interrupt`); otherwise it is pending with
+/// KVM_REQ_UNBLOCK and a kick, and one that lands in the pass cancels. Until
+/// 2026-11-29 every tick was posted, whatever the vCPU did (a review).
+#[test]
+fn a_posted_timer_is_posted_only_in_guest_mode() {
+    let t = scenario("\"upstream-after\"", "timer = 20000\npmu_overflow = 2000", "apicv = true\npost_timer = true")
+        .replace("service = \"150ns\"", "service = \"20us\"");
+    let out = go(&t);
+    let m = &out.report.metrics;
+    let cancels = m.get("cancels.UNBLOCK.source.timer").copied().unwrap_or(0.0);
+    assert!(cancels > 100.0, "{cancels} tick cancels");
+    assert!(m["posted_interrupts"] > 50_000.0, "in guest mode they are posted: {m:?}");
 }
