@@ -106,6 +106,11 @@ struct Vcpu {
     serving: Option<Req>,
     /// Requests raised during this attempt's IRQs-off window (the audit).
     raised_in_window: bool,
+    /// The exit under way is handled in the fastpath, with interrupts off
+    /// (`handle_fastpath_preemption_timer`, the x2APIC ICR write): at its end
+    /// `vcpu_enter_guest`'s loop re-enters unless a request is pending.
+    fastpath: bool,
+    fastpath_reentries: u64,
     /// When this attempt's interrupts go off: the IrqsOff phase begins with
     /// event injection, which the kernel does with interrupts still on
     /// (`kvm_check_and_inject_events` before `local_irq_disable`).
@@ -295,6 +300,8 @@ impl KvmModel {
                 serving: None,
                 raised_in_window: false,
                 irqs_off_from: 0,
+                fastpath: false,
+                fastpath_reentries: 0,
                 nmi: NmiState::default(),
                 nmi_origin: VecDeque::new(),
                 injecting: Vec::new(),
@@ -474,7 +481,14 @@ impl KvmModel {
             s.cancel(h);
             vc.window_armed = false;
         }
+        vc.fastpath = false;
         self.begin(s, v, Phase::Exit, Some(self.c.exit + extra));
+    }
+
+    /// An exit `vmx_exit_handlers_fastpath` handles (`EXIT_FASTPATH_REENTER_GUEST`).
+    pub(super) fn fastpath_exit(&mut self, s: &mut Scheduler<KvmEv>, v: usize) {
+        self.exit(s, v, 0);
+        self.vcpus[v].fastpath = true;
     }
 
     /// The current host-side phase ended.
@@ -482,8 +496,19 @@ impl KvmModel {
         let now = s.now();
         match self.vcpus[v].phase {
             Phase::Guest => unreachable!("guest segments end by exits, not steps"),
+            // `vcpu_enter_guest`'s loop after a fastpath exit: `sync_pir_to_irr`,
+            // then `kvm_vcpu_exit_request`; with nothing pending it re-enters at
+            // once, interrupts still off (no request pass, no injection). A
+            // request pending makes it a plain exit (`EXIT_FASTPATH_EXIT_HANDLED`).
+            Phase::Exit if self.vcpus[v].fastpath && self.vcpus[v].pending == 0 => {
+                let vc = &mut self.vcpus[v];
+                vc.fastpath = false;
+                vc.fastpath_reentries += 1;
+                self.begin(s, v, Phase::Entry, Some(self.c.entry));
+            }
             Phase::Exit | Phase::Cancel => {
                 let vc = &mut self.vcpus[v];
+                vc.fastpath = false;
                 if vc.phase == Phase::Cancel {
                     vc.lost += self.c.cancel;
                     vc.after_cancel = true;
@@ -583,7 +608,7 @@ impl KvmModel {
                 if due > 0 {
                     // The preemption timer, armed with a deadline already past, exits at once.
                     self.vcpus[v].kicked = false;
-                    self.exit(s, v, 0);
+                    self.fastpath_exit(s, v);
                     for _ in 0..due {
                         self.interrupt(s, v, Src::Timer, false);
                     }
@@ -648,13 +673,14 @@ impl Protocol for KvmModel {
 mod tests;
 
 impl Vcpu {
-    /// Past `local_irq_disable` in `vcpu_enter_guest`, before the final check.
+    /// Past `local_irq_disable` in `vcpu_enter_guest`, before the final check,
+    /// or in a fastpath exit (handled with interrupts off).
     fn irqs_off(&self, now: Ps) -> bool {
-        self.phase == Phase::IrqsOff && now >= self.irqs_off_from
+        (self.phase == Phase::IrqsOff && now >= self.irqs_off_from) || (self.phase == Phase::Exit && self.fastpath)
     }
 
     /// `vcpu->mode == IN_GUEST_MODE`: set with interrupts off before the final
-    /// check, through the entry and the guest, until the exit.
+    /// check, through the entry and the guest, and kept through a fastpath exit.
     fn in_guest_mode(&self, now: Ps) -> bool {
         matches!(self.phase, Phase::Guest | Phase::Entry) || self.irqs_off(now)
     }

@@ -21,6 +21,7 @@ impl KvmModel {
             vc.posted = 0;
             vc.reschedules = 0;
             vc.pmis_masked = 0;
+            vc.fastpath_reentries = 0;
         }
         self.attributed.clear();
         self.pmi_latency.reset();
@@ -31,7 +32,7 @@ impl KvmModel {
         let span = now - warmup;
         let secs = ps_to_s(span).max(f64::MIN_POSITIVE);
         let mut r = Report::default();
-        let mut tot = [0f64; 11];
+        let mut tot = [0f64; 12];
         let mut per_vm: BTreeMap<u32, [f64; 3]> = BTreeMap::new();
         for (i, vc) in self.vcpus.iter_mut().enumerate() {
             if vc.phase == Phase::Guest {
@@ -50,6 +51,7 @@ impl KvmModel {
                 vc.reschedules as f64,
                 vc.pmis_masked as f64,
                 vc.coalesced as f64,
+                vc.fastpath_reentries as f64,
             ];
             for (t, x) in tot.iter_mut().zip(row) {
                 *t += x;
@@ -78,6 +80,8 @@ impl KvmModel {
         r.metric("cancels_per_10s", tot[1] / secs * 10.0);
         r.metric("exits", tot[2]);
         r.metric("exits_per_s", tot[2] / secs);
+        // Exits handled in the fastpath and re-entered with no request pass.
+        r.metric("fastpath_reentries_per_s", tot[11] / secs);
         r.metric("cancel_share_of_enters", if tot[0] + tot[1] > 0.0 { tot[1] / (tot[0] + tot[1]) } else { 0.0 });
         // Host time a cancel costs: the wasted IRQs-off phase, the unwind and the
         // pass through the request list it forces, per vCPU-second.

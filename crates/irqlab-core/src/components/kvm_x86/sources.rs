@@ -135,7 +135,8 @@ impl KvmModel {
                 self.request(s, v, Req::Pmu, Cause::Src(src));
             }
             Src::Ipi => {
-                // The sender exits on its ICR write; the target gets an interrupt.
+                // The sender exits on its x2APIC ICR write, handled in the fastpath
+                // (`handle_fastpath_set_x2apic_icr_irqoff`); the target gets an interrupt.
                 let vm = self.vcpus[v].vm;
                 let n = self.vcpus_per_vm;
                 if n > 1 {
@@ -146,7 +147,7 @@ impl KvmModel {
                     self.interrupt(s, t, Src::Ipi, posted);
                 }
                 if self.vcpus[v].phase == Phase::Guest {
-                    self.exit(s, v, 0);
+                    self.fastpath_exit(s, v);
                 }
             }
             Src::Device => {
@@ -163,7 +164,7 @@ impl KvmModel {
             // raises itself, before its pass, never cancels an entry.
             Src::Timer if !self.post_timer && self.hv_timer => {
                 if self.vcpus[v].phase == Phase::Guest {
-                    self.exit(s, v, 0);
+                    self.fastpath_exit(s, v);
                     self.interrupt(s, v, src, self.apicv);
                 } else if self.apicv {
                     self.interrupt(s, v, src, true);
