@@ -518,6 +518,11 @@ impl KvmModel {
                 // else the IRR and EVENT); then pending host work
                 // (`__xfer_to_guest_mode_work_pending`) before the next attempt.
                 vc.pending &= !Req::Unblock.bit();
+                // A tick held with interrupts off (a cancelled attempt, a fastpath
+                // exit that a request turned into a plain one) fires as they come on.
+                if std::mem::take(&mut vc.tick_held) {
+                    vc.timer_pending = true;
+                }
                 if std::mem::take(&mut vc.timer_pending) {
                     let posted = self.apicv;
                     self.interrupt(s, v, Src::Timer, posted);
