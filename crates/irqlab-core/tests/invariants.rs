@@ -519,10 +519,12 @@ handler = "1us"
     let kernel = "[[task]]\nname = \"k\"\nwork = \"1ns\"\nexception = \"syscall\"\nbody = \"1s\"\n";
     let (into_kernel, _, _) = per_irq(kernel, &[]);
     assert!(near(into_kernel, 1_050.0), "into the kernel: {into_kernel} ns");
-    // Back to back (2 M/s against ~1.05 us each): every IRQ is pending when the
-    // previous one returns, and is taken on its `eret`, never from `wfi`.
+    // Back to back (2 M/s against ~1.07 us each): every IRQ is pending when the
+    // previous one returns, and is taken on its `eret`, never from `wfi`; the
+    // idle tick stays stopped, so each still pays its section (R1 W1 more than
+    // into kernel code, `pmr::IDLE_TICK`; until 2026-11-29 none, an audit).
     let (busy, _, _) = per_irq("", &["source.0.rate=2M/s"]);
-    assert!(near(busy, 1_050.0), "back to back: {busy} ns");
+    assert!(near(busy, 1_070.0), "back to back: {busy} ns");
     let (_, softirq, _) = per_irq("", &["source.0.softirq=1us"]);
     assert!(near(softirq, 1_020.0), "softirq pass: {softirq} ns");
     // Under DAIF none of it: the same IRQ costs its handler alone.

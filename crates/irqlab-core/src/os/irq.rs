@@ -4,7 +4,7 @@
 //! (`invoke_softirq()` is skipped when `in_interrupt()`).
 
 use crate::engine::Scheduler;
-use crate::platform::cpu::{Frame, IrqPhase, Level, Mask, MaskPhase, Prio, TaskPhase, Work};
+use crate::platform::cpu::{Frame, IdleWake, IrqPhase, Level, Mask, MaskPhase, Prio, TaskPhase, Work};
 use crate::platform::machine::{Ev, Machine};
 use crate::platform::parts::{Parts, NO_OWNER};
 
@@ -44,8 +44,8 @@ impl<P: Parts> Machine<P> {
         // `mask_irq` does nothing on a vector already masked (a message
         // that was on its way when the first one masked it): no write, no read.
         let (entry, exit, flow, masked) = (src.entry, src.exit, src.flow, src.masked);
-        let (wake, saves) = (self.pmr_idle_wake(c, s.now(), Level::Host, i), self.pmr_exit_saves(c, 0, Level::Host, i));
-        let (entry, exit) = (entry + wake, exit - saves);
+        let (woke, saves) = (self.pmr_idle_wake(c, s.now(), Level::Host, i), self.pmr_exit_saves(c, 0, Level::Host, i));
+        let (entry, exit) = (entry + self.pmr_woke(woke), exit - saves);
         self.mask_disabled(i);
         let mask = if masked { 0 } else { self.c.msix_mask };
         // The read that flushes the mask write is answered behind the
@@ -57,7 +57,7 @@ impl<P: Parts> Machine<P> {
         };
         let mut f = Frame::new(Work::MaskAck { src: i, phase }, Level::Host, Mask::Daif, left);
         f.flow = flow;
-        f.woke_idle = wake > 0;
+        f.woke_idle = woke;
         self.push_frame(s, c, f);
     }
 
@@ -100,48 +100,49 @@ impl<P: Parts> Machine<P> {
         }
     }
 
-    /// What an interrupt about to be pushed pays before its entry for waking
-    /// the idle loop: `cpu_do_idle`'s PMR restore and `local_irq_enable()`
-    /// (`pmr::IDLE_WAKE`). Only if the CPU reached `wfi`: an interrupt still
-    /// pending when the previous one returned (a frame popped this instant) is
-    /// taken on `kernel_exit`'s `eret`; and not on a CPU whose idle time a
-    /// thread spends polling. A vCPU blocked in the host (`kvm_vcpu_block` →
-    /// `schedule()`) leaves its pCPU in the host's idle loop too.
+    /// What an interrupt about to be pushed pays before its entry in the idle
+    /// loop: waking from `wfi`, `cpu_do_idle`'s PMR restore, `local_irq_enable()`
+    /// and the stopped tick's section (`pmr::IDLE_WAKE`); still pending when
+    /// the previous one returned (a frame popped this instant), it is taken on
+    /// `kernel_exit`'s `eret` and pays the tick's section only (`pmr::IDLE_TICK`).
+    /// Nothing on a CPU whose idle time a thread spends polling (its tick
+    /// runs). A vCPU blocked in the host (`kvm_vcpu_block` → `schedule()`)
+    /// leaves its pCPU in the host's idle loop too.
     #[inline(always)]
-    pub(crate) fn pmr_idle_wake(&self, c: usize, now: crate::engine::Ps, level: Level, i: u32) -> crate::engine::Ps {
+    pub(crate) fn pmr_idle_wake(&self, c: usize, now: crate::engine::Ps, level: Level, i: u32) -> IdleWake {
         let idle = match self.pmr_under(c, 0, level, i) {
             Some(Work::Idle) => !self.cpus[c].spins,
             Some(Work::Halt { phase }) => phase == crate::platform::cpu::HaltPhase::Blocked,
             _ => false,
         };
-        if idle && now > self.cpus[c].popped_at {
-            self.c.pmr_idle_wake
-        } else {
-            0
+        match (idle, now > self.cpus[c].popped_at) {
+            (false, _) => IdleWake::No,
+            (true, true) => IdleWake::Wfi,
+            (true, false) => IdleWake::Tick,
         }
     }
 
-    /// The idle wake-up an interrupt frame `f` paid on its entry.
+    /// The idle loop's accesses an interrupt frame paid (or pays) on its entry.
     #[inline(always)]
-    pub(crate) fn pmr_woke(&self, f: &Frame) -> crate::engine::Ps {
-        if f.woke_idle {
-            self.c.pmr_idle_wake
-        } else {
-            0
+    pub(crate) fn pmr_woke(&self, w: IdleWake) -> crate::engine::Ps {
+        match w {
+            IdleWake::No => 0,
+            IdleWake::Tick => self.c.pmr_idle_tick,
+            IdleWake::Wfi => self.c.pmr_idle_wake,
         }
     }
 
     /// Pushes an interrupt frame; with no entry cost the handler starts at once.
     #[inline(always)]
     fn push_irq(&mut self, s: &mut Scheduler<Ev>, c: usize, i: u32, level: Level, origin: crate::engine::Ps, flow: u64) {
-        let wake = self.pmr_idle_wake(c, s.now(), level, i);
-        let entry = self.srcs[i as usize].entry + wake;
+        let woke = self.pmr_idle_wake(c, s.now(), level, i);
+        let entry = self.srcs[i as usize].entry + self.pmr_woke(woke);
         let phase = if entry == 0 { IrqPhase::Handler } else { IrqPhase::Entry };
         let left = if entry == 0 { self.handler_start(s, c, i, level, origin) } else { entry };
         let mut f = Frame::new(Work::Irq { src: i, phase }, level, self.irq_mask(i, phase), left);
         f.origin = origin;
         f.flow = flow;
-        f.woke_idle = wake > 0;
+        f.woke_idle = woke;
         self.push_frame(s, c, f);
     }
 
@@ -233,8 +234,11 @@ impl<P: Parts> Machine<P> {
         }
         if phase != IrqPhase::Handler && f.level == Level::Host {
             let src = &self.srcs[i as usize];
-            self.cpus[c].irq_arch +=
-                if phase == IrqPhase::Entry { src.entry + self.pmr_woke(&f) } else { src.exit - self.pmr_exit_saves(c, 1, f.level, i) };
+            self.cpus[c].irq_arch += if phase == IrqPhase::Entry {
+                src.entry + self.pmr_woke(f.woke_idle)
+            } else {
+                src.exit - self.pmr_exit_saves(c, 1, f.level, i)
+            };
         }
         match phase {
             IrqPhase::Entry => {
@@ -272,14 +276,23 @@ impl<P: Parts> Machine<P> {
         self.irq_exit_tail(s, c, level, i);
     }
 
-    /// An NMI (or an SDEI event, a FEAT_NMI superpriority interrupt) returns
-    /// without `irq_exit()`: no softirqs, no preemption (arm64 `__el1_pnmi`,
-    /// `arm64_exit_nmi`); what it interrupted may have interrupts off. (Asked
-    /// only where the tail would act: a plain interrupt's return to the idle
-    /// loop reads no more.)
+    /// A pseudo-NMI taken over code with interrupts masked returns without
+    /// `irq_exit()`: no softirqs, no preemption (arm64 `el1_interrupt` →
+    /// `__el1_pnmi`, `arm64_exit_nmi`). Taken over code with interrupts on (user
+    /// code, or kernel code with the PMR open) it comes through the IRQ path
+    /// (`el0_interrupt`, `__el1_irq` → `gic_handle_irq` →
+    /// `__gic_handle_irq_from_irqson`, with `nmi_enter`/`nmi_exit` only around
+    /// its handler), whose `irq_exit_rcu()` and `exit_to_user_mode()` run as
+    /// for any interrupt. An SDEI event (or a FEAT_NMI superpriority interrupt)
+    /// never runs them. (Asked only where the tail would act: a plain
+    /// interrupt's return to the idle loop reads no more.)
     #[inline(always)]
-    fn nmi_return(&self, i: u32) -> bool {
-        self.srcs[i as usize].prio != Prio::Normal
+    fn nmi_return(&self, i: u32, under: Mask) -> bool {
+        match self.srcs[i as usize].prio {
+            Prio::Normal => false,
+            Prio::Nmi => !under.admits(Prio::Normal),
+            Prio::Super => true,
+        }
     }
 
     /// The rest of `irq_exit()` for source `i`'s interrupt, also for one that
@@ -304,7 +317,7 @@ impl<P: Parts> Machine<P> {
                 Work::Softirq | Work::Napi { .. } => {} // the running softirq takes the poll list on
                 _ => {
                     if work > 0 || !self.cpus[c].napi_list[lv].is_empty() {
-                        if self.nmi_return(i) {
+                        if self.nmi_return(i, top.mask) {
                             return;
                         }
                         if self.start_softirqs(s, c, level) {
@@ -315,7 +328,7 @@ impl<P: Parts> Machine<P> {
             }
         }
         if let Work::Task { phase: TaskPhase::User, .. } = top.work {
-            if !self.nmi_return(i) {
+            if !self.nmi_return(i, top.mask) {
                 self.resched_on_return(s, c, level);
             }
         }

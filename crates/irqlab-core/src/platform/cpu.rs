@@ -22,7 +22,7 @@ pub enum Level {
 pub enum TaskPhase {
     /// User-mode work.
     User,
-    /// Synchronous exception entry (`el0_sync` up to the handler), DAIF-masked.
+    /// Synchronous exception entry (`el0t_64_sync` → `el0t_64_sync_handler` up to the handler), DAIF-masked.
     Entry,
     /// The body's critical section under `local_irq_disable()`.
     IrqsOff,
@@ -137,6 +137,18 @@ pub enum Work {
     },
 }
 
+/// The idle loop's PMR accesses an interrupt pays before its entry.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum IdleWake {
+    /// Not taken in the idle loop (or in a polling one, whose tick runs).
+    No,
+    /// Pending as the one before returned, taken on its `eret`: the stopped
+    /// tick's section only (`pmr::IDLE_TICK`).
+    Tick,
+    /// Woken from `wfi`: the loop's restore too (`pmr::IDLE_WAKE`).
+    Wfi,
+}
+
 #[derive(Clone, Copy, Debug)]
 pub struct Frame {
     pub work: Work,
@@ -144,9 +156,9 @@ pub struct Frame {
     pub mask: Mask,
     /// Whether the current phase opened a trace slice.
     pub traced: bool,
-    /// An interrupt frame whose IRQ woke the idle loop (pseudo-NMI: the
-    /// loop's PMR restore was charged on its entry, `Machine::pmr_around`).
-    pub woke_idle: bool,
+    /// What an interrupt frame taken in the idle loop paid on its entry under
+    /// pseudo-NMI (`Machine::pmr_idle_wake`).
+    pub woke_idle: IdleWake,
     /// Work left in the current phase.
     pub left: Ps,
     /// For interrupt frames: when the device raised it, and its trace flow id.
@@ -156,7 +168,7 @@ pub struct Frame {
 
 impl Frame {
     pub fn new(work: Work, level: Level, mask: Mask, left: Ps) -> Frame {
-        Frame { work, level, mask, traced: false, woke_idle: false, left, origin: 0, flow: 0 }
+        Frame { work, level, mask, traced: false, woke_idle: IdleWake::No, left, origin: 0, flow: 0 }
     }
 }
 

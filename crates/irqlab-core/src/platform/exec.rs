@@ -217,7 +217,7 @@ impl<P: Parts> Machine<P> {
                 self.set_phase(s, c, Work::MaskAck { src, phase: MaskPhase::Tail }, Mask::Daif, exit);
             }
             Work::MaskAck { src: i, phase: MaskPhase::Exit | MaskPhase::Tail } => {
-                let (wake, saves) = (self.pmr_woke(&f), self.pmr_exit_saves(c, 1, Level::Host, i));
+                let (wake, saves) = (self.pmr_woke(f.woke_idle), self.pmr_exit_saves(c, 1, Level::Host, i));
                 let src = &self.srcs[i as usize];
                 self.cpus[c].irq_arch += src.entry + wake + src.exit - saves;
                 self.pop_frame(s, c);

@@ -93,6 +93,7 @@ pub struct Costs {
     pub pmr_irq_path: bool,
     pub pmr_el1_return_saves: Ps,
     pub pmr_idle_wake: Ps,
+    pub pmr_idle_tick: Ps,
     pub pmr_softirq: Ps,
     /// What ksoftirqd's run adds to a softirq pass, and one nested IRQs-off
     /// section in a handler (`pmr::KSOFTIRQD_RUN`, `pmr::NESTED_SECTION`).
@@ -381,6 +382,7 @@ impl<P: Parts> Machine<P> {
                 pmr_irq_path: sc.cpu.masking == Masking::Pmr,
                 pmr_el1_return_saves: pmr.exit - pmr.exit_to_el1,
                 pmr_idle_wake: pmr.idle_wake,
+                pmr_idle_tick: pmr.idle_tick,
                 pmr_softirq: pmr.softirq,
                 pmr_ksoftirqd: pmr.ksoftirqd,
                 pmr_nested: pmr.nested,

@@ -61,15 +61,19 @@ pub const IRQ_ENTRY: Accesses = acc(2.0, 2.0, 0.0);
 /// → `kernel_exit 1` restores the PMR saved at entry (W1, its `dsb sy` alternative).
 /// Only a return to EL0 pays `exit_to_user_mode`'s two writes on top (`EXIT_TO_EL0`).
 pub const EXIT_TO_EL1: Accesses = acc(0.0, 1.0, 1.0);
+/// Every IRQ taken in the idle loop with its tick stopped (as
+/// `cpuidle_idle_call` stops it before `default_idle_call`): before the
+/// handler, `irq_enter_rcu` → `tick_irq_enter` → `tick_nohz_irq_enter` calls
+/// `tick_nohz_update_jiffies`, a nested `local_irq_save`/`restore` (R1 W1,
+/// sync; kernel/time/tick-sched.c). `tick_nohz_irq_exit` leaves the tick
+/// stopped, so an IRQ still pending as the one before returns pays it too.
+pub const IDLE_TICK: Accesses = acc(1.0, 1.0, 1.0);
 /// An IRQ that wakes an idle CPU: after `wfi`, `cpu_do_idle`'s
 /// `arm_cpuidle_restore_irq_context` writes the saved PMR back (W1), then
 /// `default_idle_call`'s `local_irq_enable()` unmasks (W1, sync), and only then
-/// is the IRQ taken (arch/arm64/kernel/idle.c, asm/cpuidle.h, kernel/sched/idle.c).
-/// Then, before the handler, `irq_enter_rcu` → `tick_irq_enter` →
-/// `tick_nohz_irq_enter` finds the idle tick stopped (as `cpuidle_idle_call`
-/// stops it before `default_idle_call`) and `tick_nohz_update_jiffies` runs a
-/// nested `local_irq_save`/`restore` (R1 W1, sync; kernel/time/tick-sched.c).
-/// (The R1 W1 that save the context before `wfi` are idle time either way.)
+/// is the IRQ taken (arch/arm64/kernel/idle.c, asm/cpuidle.h, kernel/sched/idle.c);
+/// then `IDLE_TICK`. (The R1 W1 that save the context before `wfi` are idle
+/// time either way.)
 pub const IDLE_WAKE: Accesses = acc(1.0, 3.0, 2.0);
 /// One pass of `handle_softirqs()`: `local_irq_enable()` before the handlers,
 /// `local_irq_disable()` after them (kernel/softirq.c).
@@ -136,8 +140,10 @@ pub struct PmrTax {
     pub irq_entry: Ps,
     /// Added to an IRQ's exit when it returns to EL1 (`exit` is a return to EL0's).
     pub exit_to_el1: Ps,
-    /// Added before the IRQ entry of an IRQ that wakes an idle CPU.
+    /// Added before the IRQ entry of an IRQ that wakes an idle CPU, and of one
+    /// taken in the idle loop on the `eret` of the one before.
     pub idle_wake: Ps,
+    pub idle_tick: Ps,
     /// Added to each `__do_softirq` pass, and on top of it to a ksoftirqd run.
     pub softirq: Ps,
     pub ksoftirqd: Ps,
@@ -161,6 +167,7 @@ impl PmrTax {
             irq_entry: IRQ_ENTRY.cost(access, dsb),
             exit_to_el1: EXIT_TO_EL1.cost(access, dsb),
             idle_wake: IDLE_WAKE.cost(access, dsb),
+            idle_tick: IDLE_TICK.cost(access, dsb),
             softirq: SOFTIRQ_PASS.cost(access, dsb),
             ksoftirqd: KSOFTIRQD_RUN.cost(access, dsb),
             switch: SWITCH.cost(access, dsb),
@@ -244,8 +251,8 @@ mod tests {
         // the IRQ-from-EL0 path's R2 W5 less the IRQ entry's 4), syncs free without
         // PMHE: a swapped constant in `new` shows here (a mutation pass noted
         // that only `irq_entry` and the per-op totals were pinned).
-        let fields = [t.entry, t.exit, t.exit_to_el1, t.idle_wake, t.softirq, t.ksoftirqd, t.switch, t.nested];
-        assert_eq!(fields, [3000, 3000, 1000, 4000, 2000, 2000, 3000, 2000]);
+        let fields = [t.entry, t.exit, t.exit_to_el1, t.idle_wake, t.idle_tick, t.softirq, t.ksoftirqd, t.switch, t.nested];
+        assert_eq!(fields, [3000, 3000, 1000, 4000, 2000, 2000, 2000, 3000, 2000]);
     }
 
     #[test]

@@ -113,7 +113,7 @@ pub fn check(s: &Scenario) -> Check {
         if src.nmi && s.cpu.masking != super::Masking::Pmr {
             return err(format!("{p}.nmi"), "an NMI needs pseudo-NMI: set cpu.masking = \"pmr\" (request_nmi fails without it)");
         }
-        // An NMI returns without irq_exit(): nothing would run the work.
+        // raise_softirq is not allowed between nmi_enter and nmi_exit.
         if src.nmi && src.softirq.ps() > 0 {
             return err(
                 format!("{p}.softirq"),
