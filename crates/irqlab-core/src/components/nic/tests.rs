@@ -302,3 +302,80 @@ fn a_softirq_over_a_thread_polls_its_list_through_and_defers_only_at_a_restart()
     assert!(flood["softnet.ksoftirqd_wakeups_per_s"] > 2_000.0, "{}", flood["softnet.ksoftirqd_wakeups_per_s"]);
     assert!(flood["nvme.ssd.iops"] > 5_000.0, "{}", flood["nvme.ssd.iops"]);
 }
+
+/// A buffer and posted credits that hold just the largest frame (1 KiB for
+/// 1024-byte frames, and their 5 TLPs) still let frames through, one at a
+/// time: a frame that fills the buffer exactly fits, and so do TLPs that take
+/// every credit.
+#[test]
+fn a_buffer_and_credits_that_hold_exactly_one_frame_still_let_frames_through() {
+    let m = remap(&["nic.0.gbps=1", "nic.0.packets=[[1024, 1.0]]", "nic.0.buffer_kib=1", "nic.0.posted_credits=5"]).report.metrics;
+    let (rx, offered) = (m["nic.eth.rx_pkts_per_s"], m["nic.eth.offered_pkts_per_s"]);
+    assert!(rx > 0.9 * offered, "{rx} of {offered} frames/s received");
+}
+
+/// `drop_share` is both kinds of drop over the frames offered in the window.
+#[test]
+fn the_drop_share_counts_ring_and_buffer_drops_against_the_frames_offered() {
+    let m = remap(&[]).report.metrics;
+    assert!(m["nic.eth.drops_buffer"] > 0.0, "the path is saturated: {m:?}");
+    let offered = m["nic.eth.offered_pkts_per_s"] * m["sim_s"];
+    let drops = m["nic.eth.drops_ring"] + m["nic.eth.drops_buffer"];
+    let share = m["nic.eth.drop_share"];
+    assert!((share - drops / offered).abs() < 1e-9, "drop share {share} against {drops} of {offered}");
+}
+
+/// A NIC offered no frame in the window reports a drop share of 0, not 0/0.
+#[test]
+fn a_nic_offered_no_frame_reports_a_drop_share_of_zero() {
+    let m = go(&["nic.0.gbps=0.00001"]).report.metrics;
+    assert_eq!(m["nic.eth.offered_pkts_per_s"], 0.0);
+    assert_eq!(m["nic.eth.drop_share"], 0.0);
+}
+
+/// A remapped VF: its vectors go to host CPUs 0-1, where `vfio_msihandler`
+/// posts each interrupt to the guest's vCPU (on pCPUs 2-3), whose handler
+/// schedules NAPI.
+const REMAPPED_VF: &str = r#"
+name = "vf"
+duration = "10ms"
+warmup = "2ms"
+[platform]
+cpus = 4
+[cpu]
+irq_entry = "300ns"
+irq_exit = "200ns"
+[hypervisor]
+exit = "600ns"
+handler = "400ns"
+inject = "150ns"
+entry = "500ns"
+[fabric]
+msi_write = "300ns"
+dma_per_kib = "40ns"
+[[vm]]
+name = "g"
+vcpus = 2
+pcpus = [2, 3]
+[[nic]]
+name = "vf"
+vm = "g"
+vf_irqs = "remapped"
+gbps = 2
+queues = 2
+cpus = [0, 1]
+host_cpus = [0, 1]
+handler = "500ns"
+per_packet = "300ns"
+per_poll = "200ns"
+moderation = { kind = "none" }
+"#;
+
+/// The host's half of a remapped VF's interrupt costs `vfio_handler`, not the
+/// guest driver's `handler`: the host CPU's hardirq time grows with it.
+#[test]
+fn a_remapped_vfs_host_half_costs_the_vfio_handler() {
+    let share = |vfio: &str| audited(REMAPPED_VF, &[&format!("nic.0.vfio_handler=\"{vfio}\"")]).report.metrics["cpu0.hardirq_share"];
+    let (short, long) = (share("1us"), share("4us"));
+    assert!(short > 0.0 && long > 2.0 * short, "cpu0 hardirq share {short} (1 us) against {long} (4 us)");
+}
