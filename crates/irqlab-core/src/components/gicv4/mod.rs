@@ -422,7 +422,8 @@ fn switch_in<P: Parts>(m: &mut Machine<P>, s: &mut Scheduler<Ev>, v: u32) {
             cost += its_cmd(g, now + cost, proxy_its); // MOVI of the doorbell's proxy event
         }
     }
-    // GICv4.0: mask a doorbell that did not ring (KVM's `its_vpe_4_0` does so at load).
+    // GICv4.0: mask a doorbell that did not ring (`its_make_vpe_resident` →
+    // `disable_irq_nosync(vpe->irq)`, an INV: the doorbell is IRQ_DISABLE_UNLAZY).
     if vp.db_armed && !vp.db_raised && !g.v41 {
         cost += its_cmd(g, now + cost, proxy_its);
     }

@@ -51,7 +51,7 @@ impl<'de> Deserialize<'de> for GicVersion {
 #[derive(Clone, Copy, Debug, Deserialize, Serialize, JsonSchema, PartialEq, Eq)]
 #[serde(rename_all = "lowercase")]
 pub enum DoorbellWhen {
-    /// Only while its vCPU is blocked (KVM: `vgic_v4_put(vcpu, need_db)` from WFI).
+    /// Only while its vCPU is blocked (KVM: `vgic_v4_put`, asking for it while `IN_WFI`).
     Blocked,
     /// Whenever the vPE is not resident, blocked or preempted.
     Descheduled,
