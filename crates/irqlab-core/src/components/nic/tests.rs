@@ -218,7 +218,10 @@ fn trains_keep_the_load_and_take_fewer_interrupts_under_timer_reset_coalescing()
     assert!((offered(&trains) / offered(&poisson) - 1.0).abs() < 0.02, "{} against {}", offered(&trains), offered(&poisson));
     let per_frame = |m: &std::collections::BTreeMap<String, f64>| m["interrupts_per_s"] / m["nic.eth.rx_pkts_per_s"];
     assert!(per_frame(&trains) < 0.5 * per_frame(&poisson), "{} against {}", per_frame(&trains), per_frame(&poisson));
-    assert!(per_frame(&trains) > 1.0 / 32.0 && per_frame(&trains) < 0.15, "{}", per_frame(&trains));
+    // About one interrupt a train of 16 (0.055 a frame here, 1.3 a train at most): a
+    // timer event gone stale (re-armed by a later frame) that still interrupted
+    // doubled it (a mutation round; the bound was 0.15).
+    assert!(per_frame(&trains) > 1.0 / 32.0 && per_frame(&trains) < 1.3 / 16.0, "{}", per_frame(&trains));
     assert!(trains["nic.eth.goodput_gbps"] > poisson["nic.eth.goodput_gbps"]);
     let e = crate::load(REMAP, "s.toml", &["nic.0.train=0".to_string()]).map(|_| ()).unwrap_err().0;
     assert!(e.contains("nic[0].train: 0: expected 1 (Poisson frames) to 4096"), "{e}");
