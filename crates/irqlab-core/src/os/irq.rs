@@ -115,21 +115,19 @@ impl<P: Parts> Machine<P> {
             Some(Work::Halt { phase }) => phase == crate::platform::cpu::HaltPhase::Blocked,
             _ => false,
         };
-        match (idle, now > self.cpus[c].popped_at) {
-            (false, _) => IdleWake::No,
-            (true, true) => IdleWake::Wfi,
-            (true, false) => IdleWake::Tick,
+        if !idle {
+            IdleWake::No
+        } else if now > self.cpus[c].popped_at {
+            IdleWake::Wfi
+        } else {
+            IdleWake::Tick
         }
     }
 
     /// The idle loop's accesses an interrupt frame paid (or pays) on its entry.
     #[inline(always)]
     pub(crate) fn pmr_woke(&self, w: IdleWake) -> crate::engine::Ps {
-        match w {
-            IdleWake::No => 0,
-            IdleWake::Tick => self.c.pmr_idle_tick,
-            IdleWake::Wfi => self.c.pmr_idle_wake,
-        }
+        self.c.pmr_idle[w as usize]
     }
 
     /// Pushes an interrupt frame; with no entry cost the handler starts at once.

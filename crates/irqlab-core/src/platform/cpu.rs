@@ -139,14 +139,15 @@ pub enum Work {
 
 /// The idle loop's PMR accesses an interrupt pays before its entry.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
+#[repr(u8)]
 pub enum IdleWake {
     /// Not taken in the idle loop (or in a polling one, whose tick runs).
-    No,
+    No = 0,
     /// Pending as the one before returned, taken on its `eret`: the stopped
     /// tick's section only (`pmr::IDLE_TICK`).
-    Tick,
+    Tick = 1,
     /// Woken from `wfi`: the loop's restore too (`pmr::IDLE_WAKE`).
-    Wfi,
+    Wfi = 2,
 }
 
 #[derive(Clone, Copy, Debug)]

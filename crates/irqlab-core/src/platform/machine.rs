@@ -92,8 +92,9 @@ pub struct Costs {
     /// before the entry, and what each `__do_softirq` pass adds. All 0 under DAIF.
     pub pmr_irq_path: bool,
     pub pmr_el1_return_saves: Ps,
-    pub pmr_idle_wake: Ps,
-    pub pmr_idle_tick: Ps,
+    /// What an interrupt taken in the idle loop pays first, by `IdleWake`
+    /// (none, the stopped tick's section, a wake from `wfi`).
+    pub pmr_idle: [Ps; 3],
     pub pmr_softirq: Ps,
     /// What ksoftirqd's run adds to a softirq pass, and one nested IRQs-off
     /// section in a handler (`pmr::KSOFTIRQD_RUN`, `pmr::NESTED_SECTION`).
@@ -381,8 +382,7 @@ impl<P: Parts> Machine<P> {
                 msix_mask: sc.cpu.msix_mask.ps(),
                 pmr_irq_path: sc.cpu.masking == Masking::Pmr,
                 pmr_el1_return_saves: pmr.exit - pmr.exit_to_el1,
-                pmr_idle_wake: pmr.idle_wake,
-                pmr_idle_tick: pmr.idle_tick,
+                pmr_idle: [0, pmr.idle_tick, pmr.idle_wake],
                 pmr_softirq: pmr.softirq,
                 pmr_ksoftirqd: pmr.ksoftirqd,
                 pmr_nested: pmr.nested,
