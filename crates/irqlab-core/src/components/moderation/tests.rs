@@ -775,3 +775,27 @@ fn busy_polling_a_vf_is_refused() {
 fn one_time_threshold_timer_per_batch() {
     assert_eq!(signals_at(false, 3, &[0, 1, 2, 2]), vec![2, 5]);
 }
+
+/// `expired` says whether anything waits to be signalled: a time threshold
+/// timer that finds nothing waiting signals nothing and arms no new timer, in
+/// either mode. (Mutation testing: the model cancels a batch's timer when it
+/// signals, so no run reached this and `> 0` read as `>= 0` went unnoticed.)
+#[test]
+fn a_timer_that_finds_nothing_waiting_neither_signals_nor_rearms() {
+    use crate::components::moderation::params::{Moderation, ModerationKind};
+    use crate::engine::time::PS_PER_US;
+    use crate::platform::machine::Ev;
+    for cqe_mode in [false, true] {
+        let m = Moderation {
+            kind: ModerationKind::Static,
+            usecs: crate::scenario::units::Time(3 * PS_PER_US),
+            frames: 0,
+            cqe_mode,
+            gsim: true,
+        };
+        let mut q = super::QueueMod::new(&m);
+        let mut s = crate::engine::Scheduler::new();
+        assert!(!q.expired(&mut s, Ev::Done(0)), "cqe_mode {cqe_mode}: nothing waits");
+        assert!(q.timer.is_none(), "cqe_mode {cqe_mode}: no timer for nothing");
+    }
+}
