@@ -196,6 +196,20 @@ struct Vcpu {
     guest_since: Ps,
 }
 
+impl Vcpu {
+    /// Past `local_irq_disable` in `vcpu_enter_guest`, before the final check,
+    /// or in a fastpath exit (handled with interrupts off).
+    fn irqs_off(&self, now: Ps) -> bool {
+        (self.phase == Phase::IrqsOff && now >= self.irqs_off_from) || (self.phase == Phase::Exit && self.fastpath)
+    }
+
+    /// `vcpu->mode == IN_GUEST_MODE`: set with interrupts off before the final
+    /// check, through the entry and the guest, and kept through a fastpath exit.
+    fn in_guest_mode(&self, now: Ps) -> bool {
+        matches!(self.phase, Phase::Guest | Phase::Entry) || self.irqs_off(now)
+    }
+}
+
 struct Costs {
     exit: Ps,
     service: Ps,
@@ -481,7 +495,6 @@ impl KvmModel {
             s.cancel(h);
             vc.window_armed = false;
         }
-        vc.fastpath = false;
         self.begin(s, v, Phase::Exit, Some(self.c.exit + extra));
     }
 
@@ -676,17 +689,3 @@ impl Protocol for KvmModel {
 
 #[cfg(test)]
 mod tests;
-
-impl Vcpu {
-    /// Past `local_irq_disable` in `vcpu_enter_guest`, before the final check,
-    /// or in a fastpath exit (handled with interrupts off).
-    fn irqs_off(&self, now: Ps) -> bool {
-        (self.phase == Phase::IrqsOff && now >= self.irqs_off_from) || (self.phase == Phase::Exit && self.fastpath)
-    }
-
-    /// `vcpu->mode == IN_GUEST_MODE`: set with interrupts off before the final
-    /// check, through the entry and the guest, and kept through a fastpath exit.
-    fn in_guest_mode(&self, now: Ps) -> bool {
-        matches!(self.phase, Phase::Guest | Phase::Entry) || self.irqs_off(now)
-    }
-}
