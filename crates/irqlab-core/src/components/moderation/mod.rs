@@ -141,4 +141,4 @@ impl QueueMod {
 }
 
 #[cfg(test)]
-mod tests;
+pub(crate) mod tests;

@@ -336,49 +336,16 @@ fn a_nic_offered_no_frame_reports_a_drop_share_of_zero() {
     assert_eq!(m["nic.eth.drop_share"], 0.0);
 }
 
-/// A remapped VF: its vectors go to host CPUs 0-1, where `vfio_msihandler`
-/// posts each interrupt to the guest's vCPU (on pCPUs 2-3), whose handler
-/// schedules NAPI.
-const REMAPPED_VF: &str = r#"
-name = "vf"
-duration = "10ms"
-warmup = "2ms"
-[platform]
-cpus = 4
-[cpu]
-irq_entry = "300ns"
-irq_exit = "200ns"
-[hypervisor]
-exit = "600ns"
-handler = "400ns"
-inject = "150ns"
-entry = "500ns"
-[fabric]
-msi_write = "300ns"
-dma_per_kib = "40ns"
-[[vm]]
-name = "g"
-vcpus = 2
-pcpus = [2, 3]
-[[nic]]
-name = "vf"
-vm = "g"
-vf_irqs = "remapped"
-gbps = 2
-queues = 2
-cpus = [0, 1]
-host_cpus = [0, 1]
-handler = "500ns"
-per_packet = "300ns"
-per_poll = "200ns"
-moderation = { kind = "none" }
-"#;
-
 /// The host's half of a remapped VF's interrupt costs `vfio_handler`, not the
-/// guest driver's `handler`: the host CPU's hardirq time grows with it.
+/// guest driver's `handler`: the host CPU's hardirq time grows with it. (The
+/// moderation tests' VF: vectors on host CPUs 0-1, the guest's vCPUs on 2-3.)
 #[test]
 fn a_remapped_vfs_host_half_costs_the_vfio_handler() {
-    let share = |vfio: &str| audited(REMAPPED_VF, &[&format!("nic.0.vfio_handler=\"{vfio}\"")]).report.metrics["cpu0.hardirq_share"];
+    let remapped = ["nic.0.vf_irqs=remapped", "nic.0.gbps=2", "nic.0.moderation.kind=none"];
+    let share = |vfio: &str| {
+        let set = format!("nic.0.vfio_handler=\"{vfio}\"");
+        audited(crate::components::moderation::tests::VF, &[&remapped[..], &[set.as_str()]].concat()).report.metrics["cpu0.hardirq_share"]
+    };
     let (short, long) = (share("1us"), share("4us"));
     assert!(short > 0.0 && long > 2.0 * short, "cpu0 hardirq share {short} (1 us) against {long} (4 us)");
 }
