@@ -128,10 +128,11 @@ fn gsim_disables_are_counted_once_each() {
 /// (`handler_continue`): entries that land while the callback reaps are taken
 /// in the same run, not left for the next interrupt. Under a fixed delay every
 /// NVMe run is the callback's. (Mutation testing: `handler_continue`
-/// returning 0 went unnoticed.)
+/// returning 0 went unnoticed.) The whole `per_cqe` is the loop's here, so
+/// that it stays open long enough for entries to land.
 #[test]
 fn handlers_the_timer_runs_reap_what_lands_while_they_run() {
-    let out = go(NVME, &["gsim.delay_us=200"]);
+    let out = go(NVME, &["gsim.delay_us=200", "nvme.0.handle_cqe=300ns"]);
     let m = &out.report.metrics;
     assert!(m["gsim.handled_in_timer"] > 0.0);
     assert!(m["nvme.ssd.loop_share"] > 0.1, "loop share {}", m["nvme.ssd.loop_share"]);

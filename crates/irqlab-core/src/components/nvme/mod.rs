@@ -178,6 +178,11 @@ pub struct Cq {
     pub polling: bool,
     /// When the running `nvme_irq` made its first pass.
     pub irq_since: Ps,
+    /// Entries the running `nvme_irq` has taken in its loop, to complete
+    /// once it has written the head doorbell (`nvme_pci_complete_batch`).
+    pub batch: u64,
+    /// The running `nvme_irq` has written the head doorbell.
+    pub rung: bool,
     /// Reaped I/Os whose resubmission (thread work) has not finished, batch by batch.
     pub submitting: VecDeque<u32>,
     /// fio jobs whose I/Os use this queue.
@@ -192,6 +197,8 @@ pub struct NvmeGroup {
     pub name: String,
     pub handler: Ps,
     pub per_cqe: Ps,
+    /// The part of `per_cqe` before the head doorbell (`nvme_poll_cq`'s loop).
+    pub handle_cqe: Ps,
     pub poll: Ps,
     pub submit: Ps,
     /// The switch to a woken job's thread, and how many there were.
@@ -224,6 +231,7 @@ impl Component for Nvme {
                 name: n.name.clone(),
                 handler: n.handler.ps(),
                 per_cqe: n.per_cqe.ps(),
+                handle_cqe: n.handle_cqe.map_or(params::HANDLE_CQE, |t| t.ps()).min(n.per_cqe.ps()),
                 poll: n.poll.ps(),
                 submit: n.submit.ps(),
                 wake: n.wake.ps(),
@@ -289,6 +297,8 @@ impl Component for Nvme {
                         submitting: VecDeque::new(),
                         unseen: VecDeque::new(),
                         irq_since: 0,
+                        batch: 0,
+                        rung: false,
                         jobs: 0,
                     });
                 }
@@ -380,31 +390,47 @@ impl Component for Nvme {
         }
     }
 
-    /// `nvme_irq()`: reap every posted entry; returns the handler's length.
+    /// `nvme_irq()`: take every posted entry; returns the loop's first pass.
     fn handler_start<P: Has<Self>>(m: &mut Machine<P>, s: &mut Scheduler<Ev>, c: usize, i: u32) -> Ps {
         let q = m.srcs[i as usize].owner_arg;
-        m.parts.get().cqs[q as usize].irq_since = s.now();
-        reap_entries(m, s, c, q).1
+        let cq = &mut m.parts.get().cqs[q as usize];
+        cq.irq_since = s.now();
+        cq.rung = false;
+        let (n, irq) = reap_entries(m, s, c, q);
+        m.parts.get().cqs[q as usize].batch = n;
+        irq
     }
 
     /// `nvme_poll_cq` loops while `nvme_cqe_pending()` (drivers/nvme/host/pci.c):
-    /// entries that landed while the handler reaped the last ones are reaped in
-    /// the same `nvme_irq`, `per_cqe` each, before the head doorbell is written.
-    /// Handlers that GSIM's timer or a posted-MSI notification runs loop the
-    /// same way (`Machine::continue_runs`).
+    /// entries that landed while the loop took the last ones are taken in the
+    /// same `nvme_irq`, `handle_cqe` each. Once it finds none it writes the
+    /// head doorbell (`nvme_ring_cq_doorbell`), and only then does `nvme_irq`
+    /// complete the batch (`nvme_pci_complete_batch`: the rest of `per_cqe`
+    /// for each entry), so what lands meanwhile signals anew. Handlers that
+    /// GSIM's timer or a posted-MSI notification runs loop the same way
+    /// (`Machine::continue_runs`).
     fn handler_continue<P: Has<Self>>(m: &mut Machine<P>, s: &mut Scheduler<Ev>, c: usize, i: u32) -> Ps {
         let q = m.srcs[i as usize].owner_arg;
+        if m.parts.get_ref().cqs[q as usize].rung {
+            return 0; // the batch is complete
+        }
         let (n, _) = reap_entries(m, s, c, q);
         let me = m.parts.get();
-        let cq = &me.cqs[q as usize];
+        let cq = &mut me.cqs[q as usize];
         let g = &mut me.groups[me.disks[cq.disk as usize].group as usize];
-        g.loop_reaped += n;
         g.longest_irq = g.longest_irq.max(s.now() - cq.irq_since);
-        n * g.per_cqe
+        if n > 0 {
+            g.loop_reaped += n;
+            cq.batch += n;
+            return n * g.handle_cqe;
+        }
+        let batch = std::mem::take(&mut cq.batch) * (g.per_cqe - g.handle_cqe);
+        ring_cq_doorbell(m, s, q);
+        batch
     }
 
-    /// The handler wrote the CQ head doorbell: entries posted beyond it (landed
-    /// since the handler's last look, or still on their way) signal anew.
+    /// `nvme_irq` is through; a handler that ended before its loop did (one
+    /// that does not continue) writes the head doorbell now.
     #[inline]
     fn handler_end<P: Has<Self>>(m: &mut Machine<P>, s: &mut Scheduler<Ev>, _c: usize, i: u32, _level: Level) {
         let src = &m.srcs[i as usize];
@@ -412,15 +438,10 @@ impl Component for Nvme {
             return;
         }
         let q = src.owner_arg;
-        let now = s.now();
         let cq = &mut m.parts.get().cqs[q as usize];
-        cq.is = false;
-        // What the handler left (posted after it reaped) is what waits now.
-        cq.modq.unsignalled = 0;
-        let waiting = cq.posted.len() + cq.landing.len();
-        if waiting > 0 {
-            cq.modq.add(now, waiting as u32);
-            cq_signal(m, s, q);
+        cq.batch = 0;
+        if !std::mem::take(&mut cq.rung) {
+            ring_cq_doorbell(m, s, q);
         }
     }
 
@@ -607,6 +628,23 @@ fn poll_turn<P: Has<Nvme>>(m: &mut Machine<P>, s: &mut Scheduler<Ev>, c: usize) 
     }
 }
 
+/// The handler wrote the CQ head doorbell (`nvme_ring_cq_doorbell`): entries
+/// posted beyond it (landed since the loop's last look, or still on their
+/// way) signal anew.
+fn ring_cq_doorbell<P: Has<Nvme>>(m: &mut Machine<P>, s: &mut Scheduler<Ev>, q: u32) {
+    let now = s.now();
+    let cq = &mut m.parts.get().cqs[q as usize];
+    cq.rung = true;
+    cq.is = false;
+    // What the loop left (posted after its last look) is what waits now.
+    cq.modq.unsignalled = 0;
+    let waiting = cq.posted.len() + cq.landing.len();
+    if waiting > 0 {
+        cq.modq.add(now, waiting as u32);
+        cq_signal(m, s, q);
+    }
+}
+
 /// Reaps every posted entry of CQ `q` on CPU `c` (in `nvme_irq`, or a poll
 /// pass) and hands them to their jobs; returns how many, and the length of
 /// `nvme_irq` that reaped them (a poll pass ignores it: its thread work
@@ -632,7 +670,8 @@ fn reap_entries<P: Has<Nvme>>(m: &mut Machine<P>, s: &mut Scheduler<Ev>, c: usiz
         cq.outstanding -= 1;
     }
     let (submit, per_cqe, polled) = (grp.submit, grp.per_cqe, cq.polled);
-    let irq = grp.handler + n * per_cqe;
+    // The loop's part; the batch's part of per_cqe follows the doorbell (`handler_continue`).
+    let irq = grp.handler + n * grp.handle_cqe;
     if n == 0 {
         return (0, irq);
     }

@@ -112,6 +112,15 @@ pub struct Nvme {
     /// `nvme_pci_complete_batch`, waking the job); in the job's thread when polled.
     #[serde(default)]
     pub per_cqe: Time,
+    /// The part of `per_cqe` spent in `nvme_poll_cq`'s loop, before the CQ
+    /// head doorbell: `nvme_handle_cqe` (the entry's read, the tag lookup,
+    /// `blk_mq_add_to_batch`). The rest (`nvme_pci_complete_batch`: unmap,
+    /// `blk_mq_end_request_batch`, the bio and aio completions, the wake-ups)
+    /// runs after the doorbell (drivers/nvme/host/pci.c, `nvme_irq`), so an
+    /// entry landing then signals anew. Default: 100 ns, or `per_cqe` if less
+    /// (an assumption).
+    #[serde(default)]
+    pub handle_cqe: Option<Time>,
     /// CPU time per I/O in the job's thread, on the CPU that reaped it: the
     /// completion's return to user space and the next submission (`io_submit` /
     /// `io_uring_enter` → `blk_mq_submit_bio` → `nvme_queue_rq` → SQ doorbell).
@@ -188,6 +197,9 @@ impl Nvme {
         (self.moderation.kind == ModerationKind::Polling && slice > 0).then_some(slice)
     }
 }
+
+/// `handle_cqe`'s default (an assumption): the loop's part of `per_cqe`.
+pub const HANDLE_CQE: crate::engine::time::Ps = 100 * crate::engine::time::PS_PER_NS;
 
 fn d_poll() -> Time {
     Time(100 * crate::engine::time::PS_PER_NS)
@@ -334,6 +346,11 @@ pub fn check(list: &[Nvme], ctx: &Ctx, names: &mut HashSet<String>) -> Check {
                         n.moderation.frames
                     ),
                 );
+            }
+        }
+        if let Some(h) = n.handle_cqe {
+            if h.ps() > n.per_cqe.ps() {
+                return err(format!("{p}.handle_cqe"), format!("{h}: expected at most per_cqe ({}), of which it is the part before the CQ doorbell", n.per_cqe));
             }
         }
         if n.wake.ps() > 0 && n.submit.ps() == 0 {
