@@ -337,6 +337,37 @@ mod tests {
         assert!(longest >= 10, "no tired parking in {seen:?}");
     }
 
+    /// The same, decision by decision, from the zeroed `struct dim` (index 0,
+    /// parked on top): the first window is "better" than the zero stats, so it
+    /// steps right; then each step is "not better", so it turns and steps back;
+    /// the tenth step makes it tired (`tired == NET_DIM_PARAMS_NUM_PROFILES * 2`),
+    /// and the eleventh decision parks where it is; `dim_park_tired` keeps the 10,
+    /// so the park lasts ten decisions and `net_dim_exit_parking` then steps
+    /// right from index 0, the same cycle again. (Mutation testing: a limit of
+    /// 15 steps, or a park that zeroed `tired`, passed the test above.)
+    #[test]
+    fn same_stats_zigzag_ten_steps_then_park_tired_for_ten_decisions() {
+        let mut d = Dim::default();
+        let seen = drive(&mut d, 41, |_| 100_000);
+        let cycle = [1, 0, 1, 0, 1, 0, 1, 0, 1, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0];
+        let want: Vec<usize> = cycle.iter().chain(cycle.iter()).chain([1].iter()).copied().collect();
+        assert_eq!(seen, want);
+    }
+
+    /// Each mode reads its own table at every index, not only at the one the CQ
+    /// is created with: mlx5 in timer reset mode (its default) takes
+    /// `NET_DIM_RX_CQE_PROFILES` (`net_dim_get_rx_moderation(dim->mode, ix)`).
+    /// (Mutation testing: `profile()` reading the EQE table in both modes passed
+    /// every DIM test, and cut the NIC figure's DIM interrupts fourfold.)
+    #[test]
+    fn each_mode_reads_its_own_profiles_at_every_index() {
+        let cqe: Vec<(Ps, u32)> = (0..5).map(|i| Dim { profile_ix: i, ..Dim::new(true) }.profile()).collect();
+        let eqe: Vec<(Ps, u32)> = (0..5).map(|i| Dim { profile_ix: i, ..Dim::new(false) }.profile()).collect();
+        let us = |u: u64| u * PS_PER_US;
+        assert_eq!(cqe, vec![(us(2), 256), (us(8), 128), (us(16), 64), (us(32), 64), (us(64), 64)]);
+        assert_eq!(eqe, vec![(us(1), 256), (us(8), 256), (us(64), 256), (us(128), 256), (us(256), 256)]);
+    }
+
     /// `DIM_PARKING_TIRED` lasts `tired` decisions, then `net_dim_exit_parking`
     /// steps left (mutation testing: a count that never reached 0 passed).
     #[test]
