@@ -335,6 +335,22 @@ impl Scenario {
         }
         if let Some(p) = &self.posted_msi {
             p.check()?;
+            // VT-d's posted interrupts: an x86 host's (intel/irq_remapping.c).
+            let arm = if self.gic.is_some() {
+                Some("[gic]")
+            } else if self.spe.is_some() {
+                Some("[spe]")
+            } else if self.cpu.masking == cpu::Masking::Pmr {
+                Some("cpu.masking = \"pmr\"")
+            } else {
+                None
+            };
+            if let Some(what) = arm {
+                return check::err(
+                    "posted_msi",
+                    format!("Intel posted MSI (VT-d) is x86, and {what} makes this an arm64 machine: expected one or the other"),
+                );
+            }
         }
         if let Some(k) = &self.kvm {
             k.check()?;

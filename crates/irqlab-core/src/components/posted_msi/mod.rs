@@ -58,6 +58,7 @@ pub struct PostedMsi {
     pub enabled: bool,
     pub pir_scan: Ps,
     pub pir_hit: Ps,
+    pub per_vector: Ps,
     pub loops: u32,
     pub cpus: Vec<CpuPid>,
     /// The notification interrupt of each CPU (a local vector, not through the fabric).
@@ -80,7 +81,7 @@ impl Component for PostedMsi {
     /// Puts every host device MSI in posted mode, and gives each CPU its notification vector.
     fn build<P: Has<Self>>(m: &mut Machine<P>, sc: &Scenario, _seed: u64) -> Self {
         let Some(p) = &sc.posted_msi else { return PostedMsi::default() };
-        let mut me = PostedMsi { on: true, pir_scan: p.pir_scan.ps(), pir_hit: p.pir_hit.ps(), loops: p.loops, ..Default::default() };
+        let mut me = PostedMsi { on: true, pir_scan: p.pir_scan.ps(), pir_hit: p.pir_hit.ps(), per_vector: p.per_vector.ps(), loops: p.loops, ..Default::default() };
         // Disabled, it still reports (zeros), so variants that turn it off compare side by side.
         if !p.enabled {
             return me;
@@ -247,10 +248,12 @@ fn pass<P: Has<PostedMsi>>(m: &mut Machine<P>, c: usize) -> Ps {
     len
 }
 
-/// `call_irq_handler` for one vector the pass took: `handle_edge_irq` runs its
-/// handler, or masks it if it was disabled meanwhile (GSIM, from an earlier
-/// handler of the same pass), as a remapped vector's CPU does (`Work::MaskAck`).
+/// `call_irq_handler` for one vector the pass took: `handle_edge_irq`
+/// (`per_vector`) runs its handler, or masks it if it was disabled meanwhile
+/// (GSIM, from an earlier handler of the same pass), as a remapped vector's
+/// CPU does (`Work::MaskAck`).
 fn run_one<P: Has<PostedMsi>>(m: &mut Machine<P>, s: &mut Scheduler<Ev>, c: usize, (i, raised, flow, events): (u32, Ps, u64, u32)) -> Ps {
+    let flow_handler = m.parts.get_ref().per_vector;
     if m.srcs[i as usize].disabled {
         // Its write is delivered when the re-enable runs or re-sends it.
         m.srcs[i as usize].events += events;
@@ -259,7 +262,7 @@ fn run_one<P: Has<PostedMsi>>(m: &mut Machine<P>, s: &mut Scheduler<Ev>, c: usiz
         let masked = m.srcs[i as usize].masked;
         m.mask_disabled(i);
         m.parts.get().masked += 1;
-        return if masked { 0 } else { m.c.msix_mask };
+        return flow_handler + if masked { 0 } else { m.c.msix_mask };
     }
     m.note_delivery(flow, events);
     if m.tracer.on() {
@@ -268,5 +271,5 @@ fn run_one<P: Has<PostedMsi>>(m: &mut Machine<P>, s: &mut Scheduler<Ev>, c: usiz
     }
     m.parts.get().handlers += 1;
     m.parts.get().cpus[c].running = Some(i);
-    m.handler_start(s, c, i, Level::Host, raised)
+    flow_handler + m.handler_start(s, c, i, Level::Host, raised)
 }

@@ -12,6 +12,9 @@ fn d_pir_scan() -> Time {
 fn d_pir_hit() -> Time {
     Time(5 * crate::engine::time::PS_PER_NS)
 }
+fn d_per_vector() -> Time {
+    Time(50 * crate::engine::time::PS_PER_NS)
+}
 fn d_loops() -> u32 {
     3
 }
@@ -36,6 +39,15 @@ pub struct PostedMsi {
     /// pass, so the line is still in this CPU's cache (assumption: four L1 loads).
     #[serde(default = "d_pir_hit")]
     pub pir_hit: Time,
+    /// The flow handler each vector a pass took still runs (`call_irq_handler`
+    /// → `handle_edge_irq`: the descriptor's lock, `irq_chip_ack_parent` →
+    /// `intel_ack_posted_msi_irq` with no EOI, `handle_irq_event`'s
+    /// in-progress flag), besides its driver handler: the part of `irq_entry`
+    /// that a remapped vector pays and posting does not share (drivers/iommu/intel/irq_remapping.c:
+    /// "only the APIC EOI is omitted"). Assumption: ~50 ns, a few uncontended
+    /// locked operations and loads.
+    #[serde(default = "d_per_vector")]
+    pub per_vector: Time,
     /// `MAX_POSTED_MSI_COALESCING_LOOP` (arch/x86/kernel/irq.c): passes with
     /// the notification bit still set, counting the last pass after it is cleared.
     #[serde(default = "d_loops")]

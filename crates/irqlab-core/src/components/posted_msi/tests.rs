@@ -61,7 +61,7 @@ fn a_burst_shares_one_notification_and_every_msi_is_handled() {
     // Every posted message still crossed the DMA path: the remapping unit posts each one.
     let writes = q["msi_writes"] / q["sim_s"];
     assert!((writes - msis).abs() <= 0.01 * msis, "{writes} writes/s, {msis} posted/s");
-    assert_eq!(p["nvme.ssd.iops"] > 0.0, q["nvme.ssd.iops"] > 0.0);
+    assert!(p["nvme.ssd.iops"] > 0.0 && q["nvme.ssd.iops"] > 0.0);
     // Fewer entries and exits: less hardirq time per I/O on the CPU that takes them.
     let per_io = |m: &std::collections::BTreeMap<String, f64>| m["cpu0.hardirq_share"] / m["nvme.ssd.iops"];
     assert!(per_io(q) < per_io(p), "hardirq per I/O: posted {} against {}", per_io(q), per_io(p));
@@ -245,4 +245,85 @@ cpus = [0]
     // Each vector's latency still runs from its write to its handler, the crossing in it.
     let lat = |o: &RunOutput| o.report.histograms["irq_latency"].p50;
     assert!(lat(&far) > lat(&near) + 3_000.0, "{} against {}", lat(&far), lat(&near));
+}
+
+/// One vector at a low rate: each notification takes it alone, and its
+/// hardirq time is exactly the entry and exit it shares, the three passes
+/// (one that finds the vector, `pir_scan`; one that finds nothing, `pir_hit`;
+/// the last after `pi_clear_on`, `pir_hit`), the vector's flow handler
+/// (`handle_edge_irq`, `per_vector`) and its driver handler. (An audit: the
+/// flow handler was not charged, and posting saved all of it; a mix-up of
+/// `pir_scan` and `pir_hit`, or a pass more or fewer, passed every test.)
+#[test]
+fn a_lone_vector_costs_the_entry_three_passes_its_flow_handler_and_its_handler() {
+    let t = r#"
+name = "lone"
+duration = "1s"
+warmup = "0s"
+[platform]
+cpus = 1
+[cpu]
+irq_entry = "600ns"
+irq_exit = "400ns"
+[[source]]
+name = "dev"
+rate = "2k/s"
+arrival = "periodic"
+handler = "300ns"
+cpus = [0]
+[posted_msi]
+pir_scan = "100ns"
+pir_hit = "7ns"
+per_vector = "50ns"
+"#;
+    let out = go(t, &[]);
+    let m = &out.report.metrics;
+    assert_eq!(m["posted_msi.handlers_per_notification"], 1.0);
+    assert_eq!(m["posted_msi.passes_per_notification"], 3.0);
+    let notes = m["posted_msi.notifications_per_s"] * m["sim_s"];
+    let per_note = m["hardirq_share"] * m["sim_s"] / notes * 1e9;
+    let want = 600.0 + 400.0 + 100.0 + 2.0 * 7.0 + 50.0 + 300.0;
+    assert!((per_note - want).abs() < 1.0, "{per_note} ns of hardirq a notification, expected {want}");
+}
+
+/// Under a flood every pass finds vectors, so the handler runs exactly
+/// `MAX_POSTED_MSI_COALESCING_LOOP` passes: two with ON set, and the last
+/// after clearing it. (A loop bound off by one passed the test above, which
+/// asks only for more than 1.5.)
+#[test]
+fn a_flooded_notification_runs_exactly_the_loop_bound() {
+    let t = r#"
+name = "flood"
+duration = "20ms"
+warmup = "2ms"
+[platform]
+cpus = 1
+[cpu]
+irq_entry = "600ns"
+irq_exit = "400ns"
+[[source]]
+name = "dev"
+count = 16
+rate = "50k/s"
+handler = "200ns"
+cpus = [0]
+[posted_msi]
+"#;
+    for loops in [2u32, 3] {
+        let out = go(t, &[&format!("posted_msi.loops={loops}")]);
+        let passes = out.report.metrics["posted_msi.passes_per_notification"];
+        assert!((passes - loops as f64).abs() < 0.01, "loops={loops}: {passes} passes a notification");
+    }
+}
+
+/// VT-d's posted MSI is an x86 host's: beside an arm64 machine's GIC or
+/// pseudo-NMI masking the scenario is refused, naming the section.
+#[test]
+fn posted_msi_on_an_arm64_machine_is_refused() {
+    for extra in ["masking = \"pmr\"\n", "[gic]\n"] {
+        let base = disks(true);
+        let t = if extra.starts_with("masking") { base.replace("[cpu]\n", &format!("[cpu]\n{extra}")) } else { base + extra };
+        let e = crate::scenario::load(&t, "x", &[]).unwrap_err().to_string();
+        assert!(e.contains("posted_msi") && e.contains("arm64"), "{e}");
+    }
 }
