@@ -97,6 +97,9 @@ struct Costs {
 #[derive(Default)]
 pub struct Stats {
     pub started: Ps,
+    /// When the command exec'd: perf's first enable (`enable_on_exec`), after
+    /// perf's start and its buffers' allocation.
+    pub exec_at: Option<Ps>,
     /// When perf exited (its last disable done), and when the VM was torn down.
     pub perf_exited: Option<Ps>,
     pub ended: Option<Ps>,
@@ -113,6 +116,10 @@ pub struct Stats {
     pub blackouts: u64,
     /// Time the command ran with the unit stopped (its records lost).
     pub lost: Ps,
+    /// Time KVM spent on stage-2 faults' PMBIRQs (exit, `map_fault`, entry),
+    /// with the vCPU stopped: the brief's blackout is this and `lost`.
+    pub fault_handling: Ps,
+    pub handling_since: Option<Ps>,
     /// Faults and reclaims per buffer page (a page faults at most once per unmapping).
     pub faults_per_page: Vec<u32>,
     pub reclaims_per_page: Vec<u32>,
@@ -120,8 +127,6 @@ pub struct Stats {
     pub unmapped_writes: u64,
     pub reclaimed: u64,
     pub timer_unpins: u64,
-    /// Timer unpins of a buffer in use (must stay 0).
-    pub timer_unpins_in_use: u64,
     /// The profiling unit reached PMBLIMITR and perf moved the window to the other half.
     pub window_moves: u64,
     pub pinned: Gauge,
@@ -307,6 +312,7 @@ impl Component for Spe {
                 let now = s.now();
                 let me = m.parts.get();
                 me.close_blackout(now);
+                me.stats.handling_since = Some(now);
                 let cost = me.c.map_fault;
                 kvm_work(m, s, cost, Some(P::ev(SpeEv::Mapped, MAP_THE_PAGE)), Some(Exit::Pmbirq));
             }
@@ -347,6 +353,9 @@ impl Component for Spe {
                 // unit resumes on whatever the new window has (a policy that
                 // pins mapped it; without pinning the head page may be gone).
                 if arg == MAP_THE_PAGE {
+                    if let Some(t0) = me.stats.handling_since.take() {
+                        me.stats.fault_handling += now - t0;
+                    }
                     let page = me.s2_fault.take().expect("a fault is pending");
                     me.mapped[page] = true;
                     if !me.enabled {
@@ -393,7 +402,6 @@ impl Component for Spe {
                     // it preempts the guest there. (It cost no CPU until 2026-11-26.)
                     let t = me.pinned_pages * me.c.unpin;
                     me.stats.timer_unpins += 1;
-                    me.stats.timer_unpins_in_use += me.enabled as u64;
                     me.unpin_all(now, t);
                     if me.guest {
                         kvm_work(m, s, t, None, None);
@@ -412,6 +420,10 @@ impl Component for Spe {
         let st = &me.stats;
         let end = st.ended.unwrap_or(now);
         let elapsed = (st.perf_exited.unwrap_or(now) - st.started) as f64 / 1e12;
+        // The command's own wall time: from its exec (perf's first enable) to
+        // its exit (perf's last disable), not perf's start or its buffers'
+        // allocation, which come before the exec and grow with the vCPUs.
+        let lifetime = st.perf_exited.zip(st.exec_at).map(|(x, e)| (x - e) as f64 / 1e12);
         let page = me.page;
         let mb = |pages: f64| pages * page as f64 / (1 << 20) as f64;
         let ops = st.pin_ops + st.unpin_ops;
@@ -426,7 +438,7 @@ impl Component for Spe {
         r.metric("spe.elapsed_s", elapsed);
         // The command's whole CPU time over its wall time: an unfinished one
         // has run only part of that CPU time, so the ratio would overstate it.
-        let mhz = if st.perf_exited.is_some() { me.run as f64 / 1e12 * me.ghz * 1e3 / elapsed.max(1e-12) } else { f64::NAN };
+        let mhz = lifetime.map_or(f64::NAN, |l| me.run as f64 / 1e12 * me.ghz * 1e3 / l.max(1e-12));
         r.metric("spe.effective_mhz", mhz);
         r.metric("spe.switches", me.switches as f64);
         // What a context switch adds: KVM's work at its disable and enable, not
@@ -456,6 +468,7 @@ impl Component for Spe {
         r.metric("spe.rcu_stall_fraction", st.longest as f64 / 21e12);
         r.metric("spe.blackouts", st.blackouts as f64);
         r.metric("spe.lost_sampling_s", st.lost as f64 / 1e12);
+        r.metric("spe.blackout_s", (st.lost + st.fault_handling) as f64 / 1e12);
         r.metric("spe.records_lost_mb", st.lost as f64 / 1e12 * me.record_rate / (1 << 20) as f64);
         r.metric("spe.unmapped_writes", st.unmapped_writes as f64);
         let over = st.faults_per_page.iter().zip(&st.reclaims_per_page).filter(|(f, r)| f > r).count();
@@ -463,13 +476,14 @@ impl Component for Spe {
         r.metric("spe.reclaimed_pages", st.reclaimed as f64);
         r.metric("spe.timer_unpins", st.timer_unpins as f64);
         r.metric("spe.window_moves", st.window_moves as f64);
-        r.metric("spe.timer_unpins_in_use", st.timer_unpins_in_use as f64);
         r.metric("spe.pinned_peak_mb", mb(st.pinned.max()));
         r.metric("spe.pinned_mean_mb", mb(st.pinned.mean(end)));
         r.metric("spe.pinned_after_teardown_mb", mb(if st.ended.is_some() { me.pinned_pages as f64 } else { f64::NAN }));
         r.metric("spe.pinned_at_teardown_mb", mb(if st.ended.is_some() { st.pinned_at_teardown as f64 } else { f64::NAN }));
         if me.snapshot && me.record_rate > 0.0 {
-            r.metric("spe.snapshot_history_s", (me.pages * page) as f64 / me.record_rate);
+            // Snapshot windows are halves too (`arm_spe_pmu_next_snapshot_off`: "so
+            // that the worst case is half a buffer of records"): what is sure to be kept.
+            r.metric("spe.snapshot_history_s", (me.window() * page) as f64 / me.record_rate);
         }
     }
 }
@@ -529,8 +543,12 @@ fn trap<P: Has<Spe>>(m: &mut Machine<P>, s: &mut Scheduler<Ev>, cost: Ps) {
 }
 
 /// `trap`, then `then` (once KVM's work is done, or at once on the host).
+/// Without pinning (policy 4) KVM has no reason to know of an enable, so the
+/// write does not trap (6.12 has no guest SPE at all: the PMB* registers
+/// `undef_access`, arch/arm64/kvm/sys_regs.c).
 fn trap_then<P: Has<Spe>>(m: &mut Machine<P>, s: &mut Scheduler<Ev>, cost: Ps, then: SpeEv) {
-    if m.parts.get().guest {
+    let me = m.parts.get();
+    if me.guest && me.policy != Some(Policy::NoPin) {
         kvm_work(m, s, cost, Some(P::ev(then, 0)), Some(Exit::Sysreg));
     } else {
         s.after(0, P::ev(then, 0));
@@ -556,6 +574,9 @@ fn step<P: Has<Spe>>(m: &mut Machine<P>, s: &mut Scheduler<Ev>) {
             // 256 MB records flowed through 2 s of pinning and filled the window).
             me.enabled = true;
             me.enable_seq += 1;
+            if me.enable_seq == 1 {
+                me.stats.exec_at = Some(now);
+            }
             let t = if me.guest { me.on_enable(now) } else { 0 };
             if me.enable_seq > 1 {
                 me.stats.switch_work += t;
