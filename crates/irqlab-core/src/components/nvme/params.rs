@@ -350,7 +350,10 @@ pub fn check(list: &[Nvme], ctx: &Ctx, names: &mut HashSet<String>) -> Check {
         }
         if let Some(h) = n.handle_cqe {
             if h.ps() > n.per_cqe.ps() {
-                return err(format!("{p}.handle_cqe"), format!("{h}: expected at most per_cqe ({}), of which it is the part before the CQ doorbell", n.per_cqe));
+                return err(
+                    format!("{p}.handle_cqe"),
+                    format!("{h}: expected at most per_cqe ({}), of which it is the part before the CQ doorbell", n.per_cqe),
+                );
             }
         }
         if n.wake.ps() > 0 && n.submit.ps() == 0 {

@@ -81,7 +81,14 @@ impl Component for PostedMsi {
     /// Puts every host device MSI in posted mode, and gives each CPU its notification vector.
     fn build<P: Has<Self>>(m: &mut Machine<P>, sc: &Scenario, _seed: u64) -> Self {
         let Some(p) = &sc.posted_msi else { return PostedMsi::default() };
-        let mut me = PostedMsi { on: true, pir_scan: p.pir_scan.ps(), pir_hit: p.pir_hit.ps(), per_vector: p.per_vector.ps(), loops: p.loops, ..Default::default() };
+        let mut me = PostedMsi {
+            on: true,
+            pir_scan: p.pir_scan.ps(),
+            pir_hit: p.pir_hit.ps(),
+            per_vector: p.per_vector.ps(),
+            loops: p.loops,
+            ..Default::default()
+        };
         // Disabled, it still reports (zeros), so variants that turn it off compare side by side.
         if !p.enabled {
             return me;
