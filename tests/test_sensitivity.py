@@ -269,11 +269,16 @@ def test_reproduce_draws_a_tornado_per_m5_figure(bundled_report) -> None:
     # and anything that makes an interrupt later (its delivery, entry, handler,
     # reaping), let more completions share an interrupt and give throughput back.
     costs = {"fabric.msi_write", "fabric.dma_write", "fabric.dma_per_kib"}
+    # NVMe's per_cqe runs mostly after the head doorbell (nvme_pci_complete_batch):
+    # it does not hold the CQ's signal back, so the collapse hardly moves with it.
+    after_doorbell = {"nvme.0.per_cqe"}
     for stem, metric in (("m5-nvme-8ssd", "nvme.ssd.iops"), ("m5-nic-100g", "nic.eth.goodput_gbps")):
         change = {(r["param"], r["factor"]): r["change"][metric] for r in by[stem]["runs"]}
         for param in SENSITIVITY[stem]:
             down, up = change[(param, 0.5)], change[(param, 2.0)]
-            if param in costs:
+            if stem == "m5-nvme-8ssd" and param in after_doorbell:
+                assert abs(down) < 0.01 and abs(up) < 0.01, (stem, param, down, up)
+            elif param in costs:
                 assert up < 0 < down, (stem, param, down, up)
             else:
                 assert down < 0 < up, (stem, param, down, up)
@@ -325,10 +330,11 @@ def test_cpu_costs_move_iops_the_way_the_mechanism_says_where_the_cpus_are_the_l
     # 4 disks whose jobs and interrupts share 4 CPUs: the CPUs, not the platform,
     # are the limit, so every CPU cost on the I/O path (submission, the handler,
     # interrupt entry) lowers IOPS when doubled and raises them when halved; the
-    # interrupt costs also move the hardirq share with them. Reaping a completion
-    # (per_cqe) raises IOPS when halved, but doubled it also lengthens nvme_irq's
-    # loop, which then finds entries that landed meanwhile (nvme_poll_cq reads
-    # while one is pending): fewer interrupts per I/O, which can pay for it.
+    # interrupt costs also move the hardirq share with them. Completing an I/O
+    # (per_cqe) does so too: most of it follows the CQ head doorbell
+    # (nvme_pci_complete_batch), so it no longer lengthens nvme_poll_cq's loop
+    # and buys back no interrupts (until 2026-11-29 it all came before the
+    # doorbell, and doubled it cut interrupts per I/O by over 5 %).
     ex = irqlab.SCENARIOS_DIR / "examples" / "m5-nvme-posted-msi.toml"
     sets = ["nvme.0.count=4", "nvme.0.cpus=[0, 1, 2, 3]", "posted_msi.enabled=false", "duration=60ms", "warmup=30ms"]
     params = ["nvme.0.submit", "nvme.0.handler", "nvme.0.per_cqe", "cpu.irq_entry"]
@@ -343,9 +349,6 @@ def test_cpu_costs_move_iops_the_way_the_mechanism_says_where_the_cpus_are_the_l
     doc = json.loads(out.read_text())
     for p in params:
         cheaper, dearer = _run(doc, p, 0.5)["change"], _run(doc, p, 2.0)["change"]
-        if p == "nvme.0.per_cqe":
-            assert cheaper["nvme.ssd.iops"] > 0 and dearer["interrupts_per_s"] < -0.05, (cheaper, dearer)
-            continue
         assert cheaper["nvme.ssd.iops"] > 0 > dearer["nvme.ssd.iops"], p
     for p in ["nvme.0.handler", "cpu.irq_entry"]:
         assert _run(doc, p, 2.0)["change"]["hardirq_share"] > 0, p

@@ -419,6 +419,7 @@ SENSITIVITY: dict[str, tuple[str, ...]] = {
         "fabric.dma_write",
         "fabric.latency",
         "nvme.0.dma_credits",
+        "nvme.0.handle_cqe",
         "nvme.0.per_cqe",
         "nvme.0.handler",
         "cpu.irq_entry",
