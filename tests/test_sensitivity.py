@@ -278,6 +278,10 @@ def test_reproduce_draws_a_tornado_per_m5_figure(bundled_report) -> None:
             down, up = change[(param, 0.5)], change[(param, 2.0)]
             if stem == "m5-nvme-8ssd" and param in after_doorbell:
                 assert abs(down) < 0.01 and abs(up) < 0.01, (stem, param, down, up)
+            elif stem == "m5-nvme-8ssd" and param == "nvme.0.handle_cqe":
+                # The loop's 100 ns is a short window: doubled it lets a few more
+                # completions share an interrupt; halved it moves nothing that shows.
+                assert up > 0 and up > down and abs(down) < 0.005, (stem, param, down, up)
             elif param in costs:
                 assert up < 0 < down, (stem, param, down, up)
             else:
