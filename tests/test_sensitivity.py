@@ -292,7 +292,7 @@ def test_reproduce_draws_a_tornado_per_m5_figure(bundled_report) -> None:
     assert "<td>39.7 ns</td>" in page and "39700ps" not in page
     assert 'alt="m5-nvme-8ssd: tornado of nvme.ssd.iops"' in page
     assert 'alt="m5-nic-100g: tornado of nic.eth.goodput_gbps"' in page
-    assert "sensitivity of m5-nvme-8ssd, m5-nic-100g (28 runs)" in p.stdout
+    assert "sensitivity of m5-nvme-8ssd, m5-nic-100g (30 runs)" in p.stdout
 
 
 def test_credits_and_the_device_ceiling_move_iops_the_way_the_mechanism_says(tmp_path: Path) -> None:
