@@ -67,20 +67,6 @@ impl<P: Parts> Machine<P> {
         }
     }
 
-    /// `enable_irq()` after GSIM's timer: a pending interrupt is re-sent
-    /// (`check_irq_resend`) and the vector unmasked.
-    pub fn enable_source(&mut self, s: &mut Scheduler<Ev>, i: u32) {
-        let src = &mut self.srcs[i as usize];
-        src.disabled = false;
-        if std::mem::take(&mut src.sw_pending) {
-            self.n.resends += 1;
-            self.pend(s, i);
-        }
-        if self.srcs[i as usize].masked {
-            self.unmask_msi(s, i);
-        }
-    }
-
     /// Re-enables a disabled interrupt from a callback on CPU `c` that runs
     /// its pending handler itself (`handle_irq_event_percpu`, as GSIM's timer
     /// does) instead of re-sending it; unmasks the vector. Returns the handler's

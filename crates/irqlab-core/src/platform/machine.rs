@@ -139,7 +139,6 @@ pub struct Counters {
     pub msi_merged_at_device: u64,
     /// Interrupts that came while GSIM had the source disabled (masked + pending).
     pub masked_while_disabled: u64,
-    pub resends: u64,
     /// `net_rx_action` ran out of budget or time (`softnet_stat`'s time_squeeze).
     pub time_squeeze: u64,
     /// `__do_softirq` ran out of restarts or time and woke ksoftirqd.

@@ -322,7 +322,7 @@ impl Component for GlobalModeration {
     }
 
     fn report<P: Has<Self>>(m: &mut Machine<P>, r: &mut Report, now: Ps, secs: f64) {
-        let (warmup, masked, resends, run_from_timer) = (m.warmup, m.n.masked_while_disabled, m.n.resends, m.n.run_from_timer);
+        let (warmup, masked, run_from_timer) = (m.warmup, m.n.masked_while_disabled, m.n.run_from_timer);
         let moderated = m.srcs.iter().filter(|x| x.gsim).count();
         let Some(g) = &mut m.parts.get().gsim else { return };
         let means = g.mean_mod_ns(now, warmup);
@@ -343,7 +343,6 @@ impl Component for GlobalModeration {
         r.metric("gsim.timers_per_s", g.timers_started as f64 / secs);
         r.metric("gsim.disables_per_s", g.disables as f64 / secs);
         r.metric("gsim.masked_while_disabled", masked as f64);
-        r.metric("gsim.resends", resends as f64);
         r.metric("gsim.handled_in_timer", run_from_timer as f64);
         r.metric("gsim.moderated_sources", moderated as f64);
         if moderated == 0 {
@@ -719,7 +718,9 @@ mod tests {
             let me = &mut g.cpus[0];
             (me.mod_ns, me.count, me.epoch_irqs) = (8000, 16, 600);
             run_law(m, end_us * PS_PER_US, 0);
-            m.parts.gsim.gsim.as_ref().expect("gsim on").cpus[0].mod_ns
+            let me = &m.parts.gsim.gsim.as_ref().expect("gsim on").cpus[0];
+            assert_eq!(me.epoch_irqs, 0, "each run starts the next epoch's count");
+            me.mod_ns
         };
         m.parts.gsim.gsim.as_mut().expect("gsim on").cpus[0].last_run = 9_000 * PS_PER_US;
         assert_eq!(epoch(&mut m, 10_000, 2_000), up, "2 M/s since boot");

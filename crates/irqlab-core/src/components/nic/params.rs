@@ -27,7 +27,8 @@ pub struct Nic {
     pub queues: u32,
     /// CPUs (vCPU indices if `vm` is set); queue q goes to `cpus[q % len]`.
     pub cpus: Vec<u32>,
-    /// Assign the queues to this VM (SR-IOV VF): interrupts take the injection path, NAPI runs in the guest.
+    /// Assign the queues to this VM (SR-IOV VF): its interrupts reach the guest as
+    /// `vf_irqs` says (an exit and injection by default), NAPI runs in the guest.
     #[serde(default)]
     pub vm: Option<String>,
     /// The socket whose root complex (and interrupt fabric) the NIC hangs off.
@@ -85,8 +86,8 @@ pub struct Nic {
     #[serde(default)]
     pub host_cpus: Vec<u32>,
     /// The host handler of a remapped VF interrupt: `vfio_msihandler`,
-    /// `eventfd_signal`, `irqfd_wakeup` → `kvm_arch_set_irq_inatomic` → `kvm_irq_delivery_to_apic_fast` → the
-    /// posted-interrupt notification.
+    /// `eventfd_signal`, `irqfd_wakeup` → `kvm_arch_set_irq_inatomic` (irq_comm.c) →
+    /// `kvm_irq_delivery_to_apic_fast` (lapic.c) → the posted-interrupt notification.
     #[serde(default = "d_vfio")]
     pub vfio_handler: Time,
 }
