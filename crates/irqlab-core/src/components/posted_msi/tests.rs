@@ -247,16 +247,8 @@ cpus = [0]
     assert!(lat(&far) > lat(&near) + 3_000.0, "{} against {}", lat(&far), lat(&near));
 }
 
-/// One vector at a low rate: each notification takes it alone, and its
-/// hardirq time is exactly the entry and exit it shares, the three passes
-/// (one that finds the vector, `pir_scan`; one that finds nothing, `pir_hit`;
-/// the last after `pi_clear_on`, `pir_hit`), the vector's flow handler
-/// (`handle_edge_irq`, `per_vector`) and its driver handler. (An audit: the
-/// flow handler was not charged, and posting saved all of it; a mix-up of
-/// `pir_scan` and `pir_hit`, or a pass more or fewer, passed every test.)
-#[test]
-fn a_lone_vector_costs_the_entry_three_passes_its_flow_handler_and_its_handler() {
-    let t = r#"
+/// One CPU and one device vector, posted (the next two tests).
+const ONE_CPU: &str = r#"
 name = "lone"
 duration = "1s"
 warmup = "0s"
@@ -276,7 +268,17 @@ pir_scan = "100ns"
 pir_hit = "7ns"
 per_vector = "50ns"
 "#;
-    let out = go(t, &[]);
+
+/// One vector at a low rate: each notification takes it alone, and its
+/// hardirq time is exactly the entry and exit it shares, the three passes
+/// (one that finds the vector, `pir_scan`; one that finds nothing, `pir_hit`;
+/// the last after `pi_clear_on`, `pir_hit`), the vector's flow handler
+/// (`handle_edge_irq`, `per_vector`) and its driver handler. (An audit: the
+/// flow handler was not charged, and posting saved all of it; a mix-up of
+/// `pir_scan` and `pir_hit`, or a pass more or fewer, passed every test.)
+#[test]
+fn a_lone_vector_costs_the_entry_three_passes_its_flow_handler_and_its_handler() {
+    let out = go(ONE_CPU, &[]);
     let m = &out.report.metrics;
     assert_eq!(m["posted_msi.handlers_per_notification"], 1.0);
     assert_eq!(m["posted_msi.passes_per_notification"], 3.0);
@@ -286,31 +288,23 @@ per_vector = "50ns"
     assert!((per_note - want).abs() < 1.0, "{per_note} ns of hardirq a notification, expected {want}");
 }
 
-/// Under a flood every pass finds vectors, so the handler runs exactly
-/// `MAX_POSTED_MSI_COALESCING_LOOP` passes: two with ON set, and the last
-/// after clearing it. (A loop bound off by one passed the test above, which
-/// asks only for more than 1.5.)
+/// Under a flood (16 Poisson vectors of 50 k/s) every pass finds vectors, so
+/// the handler runs exactly `MAX_POSTED_MSI_COALESCING_LOOP` passes: two with
+/// ON set, and the last after clearing it. (A loop bound off by one passed
+/// the test above, which asks only for more than 1.5.)
 #[test]
 fn a_flooded_notification_runs_exactly_the_loop_bound() {
-    let t = r#"
-name = "flood"
-duration = "20ms"
-warmup = "2ms"
-[platform]
-cpus = 1
-[cpu]
-irq_entry = "600ns"
-irq_exit = "400ns"
-[[source]]
-name = "dev"
-count = 16
-rate = "50k/s"
-handler = "200ns"
-cpus = [0]
-[posted_msi]
-"#;
+    let flood = [
+        "duration=\"20ms\"",
+        "warmup=\"2ms\"",
+        "source.0.count=16",
+        "source.0.rate=\"50k/s\"",
+        "source.0.arrival=poisson",
+        "source.0.handler=\"200ns\"",
+    ];
     for loops in [2u32, 3] {
-        let out = go(t, &[&format!("posted_msi.loops={loops}")]);
+        let bound = format!("posted_msi.loops={loops}");
+        let out = go(ONE_CPU, &[&flood[..], &[bound.as_str()]].concat());
         let passes = out.report.metrics["posted_msi.passes_per_notification"];
         assert!((passes - loops as f64).abs() < 0.01, "loops={loops}: {passes} passes a notification");
     }
