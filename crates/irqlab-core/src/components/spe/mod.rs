@@ -116,8 +116,9 @@ pub struct Stats {
     pub blackouts: u64,
     /// Time the command ran with the unit stopped (its records lost).
     pub lost: Ps,
-    /// Time KVM spent on stage-2 faults' PMBIRQs (exit, `map_fault`, entry),
-    /// with the vCPU stopped: the brief's blackout is this and `lost`.
+    /// Time KVM spent on stage-2 faults' PMBIRQs (the exit and `map_fault`: the
+    /// unit resumes as KVM's work ends, before the entry), with the vCPU
+    /// stopped: the brief's blackout is this and `lost`.
     pub fault_handling: Ps,
     pub handling_since: Option<Ps>,
     /// Faults and reclaims per buffer page (a page faults at most once per unmapping).
