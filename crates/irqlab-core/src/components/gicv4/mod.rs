@@ -36,6 +36,8 @@ crate::part_events! {
         Lpi,
         /// GICv3: the hypervisor's LPI handler is done; inject (arg: slot).
         Inject,
+        /// GICv3: `vgic_inject_irq` has dropped the vGIC lock; kick the vCPU (arg: vCPU).
+        Injected,
         /// GICv4: a doorbell's handler is done; wake the vCPU (arg: vCPU).
         DoorbellDone,
         /// The hypervisor switches a vCPU out (arg: vCPU).
@@ -180,6 +182,10 @@ impl Component for Gic {
         match e {
             GicEv::Lpi => lpi(m, s, arg),
             GicEv::Inject => inject(m, s, arg),
+            GicEv::Injected => {
+                let p = gic(m).lpi_target;
+                hypervisor::kick(m, s, arg, p)
+            }
             GicEv::DoorbellDone => doorbell_done(m, s, arg),
             GicEv::SwitchOut => switch_out(m, s, arg),
             GicEv::SwitchIn => switch_in(m, s, arg),
@@ -299,12 +305,14 @@ fn lpi<P: Parts>(m: &mut Machine<P>, s: &mut Scheduler<Ev>, slot: u32) {
 }
 
 /// GICv3: `vgic_inject_irq` on the LPI's pCPU: queue the vIRQ, write a list
-/// register if its vCPU runs here, kick it otherwise.
+/// register if its vCPU runs here, and kick it once the vGIC lock is dropped
+/// (`vcpu_kick` follows the unlock in `xen/arch/arm/vgic.c`): the vCPU becomes
+/// runnable after the inject's cost, not as it starts.
 fn inject<P: Parts>(m: &mut Machine<P>, s: &mut Scheduler<Ev>, slot: u32) {
     let g = gic(m);
     let (v, w) = take(g, slot);
     let (p, cost, lrs) = (g.lpi_target, g.c.inject, g.lrs as usize);
-    hypervisor::hyp_work(m, s, p, cost, None, None);
+    hypervisor::hyp_work(m, s, p, cost, Some(ev::<P>(GicEv::Injected, v)), None);
     hypervisor::post_virq(m, s, v, w, false);
     // More pending vIRQs than list registers: a maintenance interrupt refills them.
     let h = hv(m);
@@ -315,7 +323,6 @@ fn inject<P: Parts>(m: &mut Machine<P>, s: &mut Scheduler<Ev>, slot: u32) {
             hypervisor::hyp_work(m, s, q, c, None, Some(Exit::Maintenance));
         }
     }
-    hypervisor::kick(m, s, v, p);
 }
 
 /// The doorbell's handler ran on the vPE's pCPU: mask it again (GICv4.0: `INV`
