@@ -120,7 +120,6 @@ pub struct Stats {
     /// unit resumes as KVM's work ends, before the entry), with the vCPU
     /// stopped: the brief's blackout is this and `lost`.
     pub fault_handling: Ps,
-    pub handling_since: Option<Ps>,
     /// Faults and reclaims per buffer page (a page faults at most once per unmapping).
     pub faults_per_page: Vec<u32>,
     pub reclaims_per_page: Vec<u32>,
@@ -187,6 +186,9 @@ pub struct Spe {
     /// PMBIRQ stops the vCPU; and the enable it stopped in.
     halted: bool,
     blackout_since: Option<Ps>,
+    /// Since when KVM handles the fault's PMBIRQ (its exit and `map_fault`), for
+    /// `Stats::fault_handling`.
+    handling_since: Option<Ps>,
     halted_in: u32,
     /// Enables so far, on the host too (`enables` counts KVM's).
     enable_seq: u32,
@@ -313,7 +315,7 @@ impl Component for Spe {
                 let now = s.now();
                 let me = m.parts.get();
                 me.close_blackout(now);
-                me.stats.handling_since = Some(now);
+                me.handling_since = Some(now);
                 let cost = me.c.map_fault;
                 kvm_work(m, s, cost, Some(P::ev(SpeEv::Mapped, MAP_THE_PAGE)), Some(Exit::Pmbirq));
             }
@@ -354,7 +356,7 @@ impl Component for Spe {
                 // unit resumes on whatever the new window has (a policy that
                 // pins mapped it; without pinning the head page may be gone).
                 if arg == MAP_THE_PAGE {
-                    if let Some(t0) = me.stats.handling_since.take() {
+                    if let Some(t0) = me.handling_since.take() {
                         me.stats.fault_handling += now - t0;
                     }
                     let page = me.s2_fault.take().expect("a fault is pending");
