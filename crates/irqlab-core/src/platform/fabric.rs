@@ -130,6 +130,8 @@ struct Link {
 /// slows down while the interrupt rate stays high (the collapse of the M5
 /// brief), and an MSI waits longer the more its own link and the others hold.
 /// Event-driven: the machine gets `Ev::PathDone` when the write in service is through.
+/// (Relaxed ordering, which would let a device's data pass its own earlier
+/// MSIs, is left out: docs/m5-global-interrupt-moderation.md.)
 ///
 /// A CPU's read of a device register (`readl` after an MSI-X mask write) is
 /// answered by a completion that PCIe ordering keeps behind the posted writes
@@ -226,8 +228,9 @@ impl DmaPath {
         std::mem::take(&mut self.flushed)
     }
 
-    /// The path's work ahead of a write submitted now, all links together, in ps
-    /// (for the trace's backlog counter).
+    /// The path's work queued, all links together, in ps (for the trace's
+    /// backlog counter). Not a new write's wait: the links are served in turn,
+    /// so one waits about a write per link with writes queued.
     pub fn backlog(&self, now: Ps) -> Ps {
         self.queued + self.busy.map_or(0, |(_, end, _)| end.saturating_sub(now))
     }

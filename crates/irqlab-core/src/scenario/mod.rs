@@ -195,11 +195,15 @@ pub struct Fabric {
     #[serde(default)]
     pub latency: Time,
     /// Each device DMA write (an NVMe completion's data + CQE, a received packet)
-    /// occupies the path this long. With DMA, MSI writes go ahead of queued DMA
-    /// and hold it back for `msi_write` each (docs/m5-global-interrupt-moderation.md).
+    /// occupies the path this long. With DMA, each device's writes, its MSIs among
+    /// them, go through in the order it sent them (PCIe ordering), the devices
+    /// served in turn, and an MSI holds every device's DMA back for `msi_write`
+    /// (docs/m5-global-interrupt-moderation.md). An NVMe disk's write (a 4 KiB
+    /// read's data and entry) costs this whole.
     #[serde(default)]
     pub dma_write: Time,
-    /// A received packet's DMA: this much per KiB on top of `dma_write` (NIC).
+    /// A received packet's DMA: this much per KiB on top of `dma_write` (NIC only;
+    /// NVMe has no I/O size).
     #[serde(default)]
     pub dma_per_kib: Time,
 }
