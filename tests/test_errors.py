@@ -113,6 +113,21 @@ CASES = [
         ],
         ["nvme[0].fetch_slots", 'service_order = "die"'],
     ),
+    # fio's jobs run only where the CPU would idle: a task there starved them
+    # without a word (0 I/Os beside a busy loop; an audit).
+    (
+        "task-beside-fio-jobs",
+        lambda s, d: [
+            "run",
+            write(
+                d,
+                "t.toml",
+                (SCENARIOS_DIR / "examples" / "m5-nvme-qd1.toml").read_text()
+                + '\n[[task]]\nname = "spin"\ncpus = [1]\nwork = "1us"\n',
+            ),
+        ],
+        ["nvme[0].cpus[1]", 'cpu 1 also runs task "spin"', "CPUs without a [[task]]"],
+    ),
     ("whatif-fractional-cpus", lambda s, d: ["whatif", "--cpus", "1.5"], ["--cpus", "whole CPU counts"]),
     (
         "trace-after-the-run",

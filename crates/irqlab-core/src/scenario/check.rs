@@ -28,6 +28,8 @@ pub struct Ctx {
     /// The hypervisor component's pCPUs (`vcpu_sched.pcpus`; 0 without it):
     /// it models CPUs 0 … `hyp_pcpus`-1 itself, so host placements start above.
     pub hyp_pcpus: u32,
+    /// Per CPU: a host `[[task]]` instance runs there (its name).
+    pub task_on: Vec<Option<String>>,
 }
 
 impl Ctx {

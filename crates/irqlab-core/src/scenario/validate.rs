@@ -86,7 +86,18 @@ pub fn check(s: &Scenario) -> Check {
             return err("hypervisor.halt_poll_grow_start", "must be greater than 0 when halt_poll is (a window grows from 0 to it first)");
         }
     }
+    // Where host tasks run (instance i on cpus[i % len]), for the sections
+    // whose work runs only when the CPU would idle.
+    let mut task_on: Vec<Option<String>> = vec![None; cpus as usize];
+    for t in s.tasks.iter().filter(|t| t.vm.is_none()) {
+        for &c in t.cpus.iter().take(t.count.max(1) as usize) {
+            if let Some(slot) = task_on.get_mut(c as usize) {
+                slot.get_or_insert_with(|| t.name.clone());
+            }
+        }
+    }
     let ctx = Ctx {
+        task_on,
         cpus,
         sockets: s.platform.sockets,
         iommus_per_socket: s.platform.iommus_per_socket,
