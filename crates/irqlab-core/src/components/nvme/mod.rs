@@ -59,6 +59,9 @@ crate::part_events! {
         CqTimer,
         /// The running polling job's slice on a CPU is over (the argument is the CPU).
         PollTurn,
+        /// A reaped batch's fixed `fio.resubmit` delay is over: its I/Os reach
+        /// the submission queue (the argument is the CQ).
+        Resubmit,
     }
 }
 
@@ -387,6 +390,7 @@ impl Component for Nvme {
             NvmeEv::DiskDone => disk_done(m, s, arg),
             NvmeEv::CqTimer => cq_timer(m, s, arg),
             NvmeEv::PollTurn => poll_turn(m, s, arg as usize),
+            NvmeEv::Resubmit => resubmit(m, s, arg),
         }
     }
 
@@ -699,9 +703,16 @@ fn reap_entries<P: Has<Nvme>>(m: &mut Machine<P>, s: &mut Scheduler<Ev>, c: usiz
         }
         return (n, irq);
     }
-    // Not CPU-modelled: each job resubmits after the fixed delay; it counts from then.
-    let at = now + grp.resubmit;
-    cq.backlog.extend(std::iter::repeat_n(at, n as usize));
+    // Not CPU-modelled: each job resubmits after the fixed delay; it counts from
+    // then. The I/Os reach the submission queue only then, so no die or channel
+    // is taken for them while they are on their way (until 2026-11-29 they went
+    // in at once and held a die for the delay; an audit).
+    if grp.resubmit > 0 {
+        cq.submitting.push_back(n as u32);
+        s.at(now + grp.resubmit, P::ev(NvmeEv::Resubmit, q));
+        return (n, irq);
+    }
+    cq.backlog.extend(std::iter::repeat_n(now, n as usize));
     admit(m, s, q);
     (n, irq)
 }
