@@ -100,6 +100,23 @@ def test_unaffected_platform_does_not_collapse() -> None:
 NVME_FIG, NIC_FIG = "m5-nvme-8ssd.toml", "m5-nic-100g.toml"
 
 
+def test_relaxed_ordering_lets_data_pass_the_msis_and_lifts_both_collapses() -> None:
+    # Data that may pass its link's waiting MSI keeps the path moving, and the
+    # MSIs, waiting longer, find more completions each (docs/m5: 13.7 M IOPS and
+    # 94 Gbit/s where strict order gives 3.8 M and 52).
+    short = ["duration=60ms", "warmup=30ms"]
+
+    def run(fig: str, *sets: str) -> dict[str, float]:
+        return irqlab.run(FIG / fig, [*short, *sets])[0]["metrics"]
+
+    strict, relaxed = run(NVME_FIG), run(NVME_FIG, "nvme.0.relaxed_ordering=true")
+    assert relaxed["nvme.ssd.iops"] > 2.5 * strict["nvme.ssd.iops"]
+    per_irq = [m["nvme.ssd.iops"] / m["interrupts_per_s"] for m in (strict, relaxed)]
+    assert per_irq[1] > 3 * per_irq[0], per_irq
+    drops = [run(NIC_FIG, f"nic.0.relaxed_ordering={r}")["nic.eth.drop_share"] for r in ("false", "true")]
+    assert drops[1] < 0.01 < drops[0], drops
+
+
 @pytest.mark.parametrize(
     "fig,sets,needles",
     [
@@ -121,6 +138,12 @@ NVME_FIG, NIC_FIG = "m5-nvme-8ssd.toml", "m5-nic-100g.toml"
         (NIC_FIG, ["nic.0.queues=300"], ["nic[0].queues", "1 to 256"]),
         (NIC_FIG, ["nic.0.packets=[[20, 1.0]]"], ["nic[0].packets[0]"]),
         (NIC_FIG, ["nic.0.moderation.kind=dim"], ["nic[0].moderation", "only to kind"]),
+        # The functions of one device share its link, so its ordering too.
+        (
+            "../examples/m5-nic-vms.toml",
+            ["nic.1.relaxed_ordering=true"],
+            ["nic[1].relaxed_ordering", "true: expected false", 'shares device "nic0"'],
+        ),
     ],
 )
 def test_m5_bad_input(fig: str, sets: list[str], needles: list[str], tmp_path: Path) -> None:

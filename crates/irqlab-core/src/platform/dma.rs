@@ -59,4 +59,12 @@ impl<P: Parts> Machine<P> {
         self.links += 1;
         self.links - 1
     }
+
+    /// The device on `link`, through path `path`, sets Relaxed Ordering on its
+    /// data writes (`DmaPath::relax`); without a DMA path, nothing to reorder.
+    pub fn relax_link(&mut self, link: u32, path: u32) {
+        if let Some(p) = self.paths.get_mut(path as usize) {
+            p.relax(link);
+        }
+    }
 }

@@ -108,11 +108,16 @@ pub enum Write {
     Msi(u32),
 }
 
-/// One device link's side of the path: PCIe ordering makes it a FIFO.
+/// One device link's side of the path: PCIe ordering makes it a FIFO, unless
+/// the device sets Relaxed Ordering on its data (`relaxed`).
 #[derive(Default)]
 struct Link {
     /// Writes waiting, with their cost and arrival.
     waiting: VecDeque<(Write, Ps, Ps)>,
+    /// The device's data writes carry the Relaxed Ordering attribute: one may
+    /// pass the link's earlier MSIs (a posted write with RO set may pass an
+    /// earlier posted write), while an MSI still may not pass the data before it.
+    relaxed: bool,
     /// Writes submitted and writes through, and the reads waiting for the
     /// writes ahead of them (how many must be through, and the reader).
     pushed: u64,
@@ -130,8 +135,9 @@ struct Link {
 /// slows down while the interrupt rate stays high (the collapse of the M5
 /// brief), and an MSI waits longer the more its own link and the others hold.
 /// Event-driven: the machine gets `Ev::PathDone` when the write in service is through.
-/// (Relaxed ordering, which would let a device's data pass its own earlier
-/// MSIs, is left out: docs/m5-global-interrupt-moderation.md.)
+/// A device that sets Relaxed Ordering on its data (`relax`) lets its queued
+/// data pass an MSI waiting at the head of its link (off by default:
+/// docs/m5-global-interrupt-moderation.md, "Relaxed ordering").
 ///
 /// A CPU's read of a device register (`readl` after an MSI-X mask write) is
 /// answered by a completion that PCIe ordering keeps behind the posted writes
@@ -188,6 +194,12 @@ impl DmaPath {
         k.waiting.push_back((w, cost, now));
         self.queued += cost;
         None
+    }
+
+    /// The device on `link` sets Relaxed Ordering on its data writes.
+    pub fn relax(&mut self, link: u32) {
+        self.grow(link as usize);
+        self.links[link as usize].relaxed = true;
     }
 
     /// Makes room for link `l` (links are numbered as they are added).
@@ -257,7 +269,17 @@ impl DmaPath {
         }
         let next = self.ready.pop_front().map(|link| {
             let k = &mut self.links[link as usize];
-            let (nw, cost, queued) = k.waiting.pop_front().expect("a ready link has a write");
+            // With Relaxed Ordering the link's first data write goes ahead of
+            // the MSIs queued before it; data never waits behind an MSI then.
+            let first_data = match k.waiting.front() {
+                Some((Write::Msi(_), _, _)) if k.relaxed => k.waiting.iter().position(|(w, _, _)| matches!(w, Write::Dma(_))),
+                _ => None,
+            };
+            let (nw, cost, queued) = match first_data {
+                Some(i) => k.waiting.remove(i),
+                None => k.waiting.pop_front(),
+            }
+            .expect("a ready link has a write");
             self.queued -= cost;
             if !k.waiting.is_empty() {
                 self.ready.push_back(link);
@@ -418,6 +440,90 @@ mod path_tests {
         assert_eq!(p.done(80).1, Some((Write::Msi(9), 380)));
         assert_eq!(p.done(380).1, Some((Write::Dma(A), 420)));
         assert_eq!(p.done(420).1, None);
+    }
+
+    /// With Relaxed Ordering on its link, a device's data goes ahead of its MSI
+    /// waiting at the head; the MSI still follows the data sent before it.
+    #[test]
+    fn relaxed_data_passes_its_links_waiting_msi() {
+        let mut p = DmaPath::new(300);
+        p.relax(0);
+        assert_eq!(p.submit(0, 0, Write::Dma(A), 40), Some((Write::Dma(A), 40)));
+        p.submit(10, 0, Write::Dma(B), 40);
+        p.submit(20, 0, Write::Msi(7), 300);
+        p.submit(30, 0, Write::Dma(A), 40);
+        p.submit(31, 1, Write::Dma(B), 40); // link 1 keeps strict order, and its turn
+                                            // B was sent before the MSI, so it goes first either way; then link 1's
+                                            // turn; then link 0's data sent after the MSI passes it.
+        assert_eq!(p.done(40).1, Some((Write::Dma(B), 80)));
+        assert_eq!(p.done(80).1, Some((Write::Dma(B), 120)));
+        assert_eq!(p.done(120).1, Some((Write::Dma(A), 160)));
+        assert_eq!(p.done(160).1, Some((Write::Msi(7), 460)));
+        assert_eq!(p.done(460), (Write::Msi(7), None));
+        // A strict link keeps the order it was sent in.
+        let mut q = DmaPath::new(300);
+        q.submit(0, 0, Write::Dma(A), 40);
+        q.submit(20, 0, Write::Msi(7), 300);
+        q.submit(30, 0, Write::Dma(B), 40);
+        assert_eq!(q.done(40).1, Some((Write::Msi(7), 340)));
+    }
+
+    use proptest::prelude::*;
+
+    proptest! {
+        /// Whatever the links send and whichever are relaxed: every write goes
+        /// through once; an MSI never goes before any write its link sent ahead
+        /// of it; a strict link keeps its order whole.
+        #[test]
+        fn relaxed_links_never_let_an_msi_pass_data(
+            writes in proptest::collection::vec((0u32..3, proptest::bool::ANY, 0u64..60), 1..120),
+            relaxed in proptest::collection::vec(proptest::bool::ANY, 3),
+        ) {
+            let mut p = DmaPath::new(300);
+            for (l, &r) in relaxed.iter().enumerate() {
+                if r { p.relax(l as u32); }
+            }
+            let mut sent: Vec<Vec<u32>> = vec![vec![]; 3]; // per link, ids in send order
+            let mut is_msi = vec![];
+            let mut served = vec![];
+            let mut ends = std::collections::BTreeMap::new();
+            let mut now = 0;
+            for (id, &(link, msi, gap)) in writes.iter().enumerate() {
+                now += gap;
+                while let Some((&t, _)) = ends.iter().next() {
+                    if t > now { break; }
+                    ends.remove(&t);
+                    let (w, next) = p.done(t);
+                    served.push(w);
+                    if let Some((_, e)) = next { ends.insert(e, ()); }
+                }
+                let id = id as u32;
+                let w = if msi { Write::Msi(id) } else { Write::Dma(DmaFor { owner: 0, arg: id }) };
+                sent[link as usize].push(id);
+                is_msi.push(msi);
+                if let Some((_, e)) = p.submit(now, link, w, if msi { 300 } else { 40 }) { ends.insert(e, ()); }
+            }
+            while let Some((&t, _)) = ends.iter().next() {
+                ends.remove(&t);
+                let (w, next) = p.done(t);
+                served.push(w);
+                if let Some((_, e)) = next { ends.insert(e, ()); }
+            }
+            let order: Vec<u32> = served.iter().map(|w| match w { Write::Msi(i) => *i, Write::Dma(d) => d.arg }).collect();
+            prop_assert_eq!(order.len(), writes.len());
+            let pos: std::collections::HashMap<u32, usize> = order.iter().enumerate().map(|(k, &i)| (i, k)).collect();
+            prop_assert_eq!(pos.len(), writes.len(), "each write once");
+            for (l, ids) in sent.iter().enumerate() {
+                for (a, &x) in ids.iter().enumerate() {
+                    for &y in &ids[a + 1..] {
+                        // x was sent before y on link l: only data may pass, and only on a relaxed link.
+                        if !relaxed[l] || is_msi[y as usize] {
+                            prop_assert!(pos[&x] < pos[&y], "link {} (relaxed {}): {} sent before {} went after it", l, relaxed[l], x, y);
+                        }
+                    }
+                }
+            }
+        }
     }
 
     /// A read's completion waits for the writes its own link sent before it,

@@ -184,6 +184,9 @@ impl Component for Nic {
                 Some(d) => d as u32,
                 None => {
                     let link = m.add_link();
+                    if n.relaxed_ordering {
+                        m.relax_link(link, sc.platform.path(n.socket, n.iommu));
+                    }
                     me.devices.push(NicDevice {
                         name: n.device_name().to_string(),
                         link,

@@ -63,6 +63,12 @@ pub struct Nic {
     /// nothing its interrupts must follow.
     #[serde(default = "d_credits")]
     pub posted_credits: u32,
+    /// PCIe Relaxed Ordering on the device's data writes: queued data may pass
+    /// an MSI waiting ahead of it on the link (never the reverse). Off by
+    /// default: the M5 figures' collapses need strict order (an assumption,
+    /// docs/m5-global-interrupt-moderation.md, "Relaxed ordering").
+    #[serde(default)]
+    pub relaxed_ordering: bool,
     /// Hardirq cost (`mlx5e_completion_event` → `napi_schedule`).
     #[serde(default)]
     pub handler: Time,
@@ -238,6 +244,12 @@ pub fn check(list: &[Nic], ctx: &Ctx, names: &mut HashSet<String>) -> Check {
                 if mine != theirs {
                     return err(format!("{p}.{key}"), format!("{mine}: expected {theirs}, as nic[{j}], which shares device \"{dev}\""));
                 }
+            }
+            if n.relaxed_ordering != first.relaxed_ordering {
+                return err(
+                    format!("{p}.relaxed_ordering"),
+                    format!("{}: expected {}, as nic[{j}], which shares device \"{dev}\"", n.relaxed_ordering, first.relaxed_ordering),
+                );
             }
             let offered: f64 = list[..=i].iter().filter(|f| f.device_name() == dev).map(|f| f.gbps).sum();
             if offered > link * (1.0 + 1e-9) {

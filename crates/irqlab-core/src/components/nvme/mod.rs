@@ -252,6 +252,9 @@ impl Component for Nvme {
                 let first_cq = me.cqs.len() as u32;
                 let link = m.add_link();
                 let path = sc.platform.path(n.socket, n.iommu_of(k));
+                if n.relaxed_ordering {
+                    m.relax_link(link, path);
+                }
                 // Polling jobs that take turns on their CPU keep a queue each
                 // (`PollTurns`); otherwise a queue is the disk's, shared by its jobs.
                 let turns = n.turns(sc.platform.cpus);

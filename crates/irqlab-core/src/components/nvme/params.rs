@@ -142,6 +142,12 @@ pub struct Nvme {
     /// device, holding its flash channel, instead of queueing without bound.
     #[serde(default = "d_credits")]
     pub dma_credits: u32,
+    /// PCIe Relaxed Ordering on the device's data writes: queued data may pass
+    /// an MSI waiting ahead of it on the link (never the reverse). Off by
+    /// default: the M5 figures' collapses need strict order (an assumption,
+    /// docs/m5-global-interrupt-moderation.md, "Relaxed ordering").
+    #[serde(default)]
+    pub relaxed_ordering: bool,
     /// Finished reads the controller's buffer holds while the disk has no
     /// PCIe credit, each freeing its die at once; beyond them a finished read
     /// stays in its die's page register and the die stays busy. Default 0: a
