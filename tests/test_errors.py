@@ -126,7 +126,21 @@ CASES = [
                 + '\n[[task]]\nname = "spin"\ncpus = [1]\nwork = "1us"\n',
             ),
         ],
-        ["nvme[0].cpus[1]", 'cpu 1 also runs task "spin"', "CPUs without a [[task]]"],
+        ["nvme[0].cpus[1]", 'cpu 1 also runs task "spin"', "fio's jobs", "CPUs without a [[task]]"],
+    ),
+    # Likewise NAPI's ksoftirqd: beside a task a NIC queue stopped for good (an audit).
+    (
+        "task-beside-napi",
+        lambda s, d: [
+            "run",
+            write(
+                d,
+                "t.toml",
+                (SCENARIOS_DIR / "figures" / "m5-nic-100g.toml").read_text()
+                + '\n[[task]]\nname = "spin"\ncpus = [0]\nwork = "1us"\n',
+            ),
+        ],
+        ["nic[0].cpus[0]", 'cpu 0 also runs task "spin"', "NAPI's ksoftirqd"],
     ),
     ("whatif-fractional-cpus", lambda s, d: ["whatif", "--cpus", "1.5"], ["--cpus", "whole CPU counts"]),
     (

@@ -53,6 +53,21 @@ pub fn hypervisor_pcpu(c: u32, pcpus: u32) -> String {
     )
 }
 
+/// Work that runs only where the CPU would idle (`os/thread.rs`: fio's jobs,
+/// ksoftirqd) may not share a host CPU with a `[[task]]`, which never sleeps
+/// and would starve it: `what` says whose work, for the one-line error.
+pub fn beside_task(p: &str, cpus: &[u32], what: &str, ctx: &Ctx) -> Check {
+    for (k, &c) in cpus.iter().enumerate() {
+        if let Some(Some(task)) = ctx.task_on.get(c as usize) {
+            return err(
+                format!("{p}.cpus[{k}]"),
+                format!("cpu {c} also runs task \"{task}\", which would starve {what} there (it runs only when the CPU would idle): expected CPUs without a [[task]]"),
+            );
+        }
+    }
+    Ok(())
+}
+
 /// A placement: pCPUs on the host (not ones that run a vCPU or belong to the
 /// hypervisor component), vCPU indices in a VM. Every section that places
 /// host work on CPUs checks it here, so a new one gets both refusals.

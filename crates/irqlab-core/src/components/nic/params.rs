@@ -1,7 +1,7 @@
 //! `[[nic]]`: a NIC's receive side, its RX queues, packet sizes and moderation.
 
 use crate::components::moderation::params::{Moderation, ModerationKind};
-use crate::scenario::check::{err, iommu, targets, Check, Ctx, Estimate, BYTES_PER_DESCRIPTOR, BYTES_PER_SOURCE};
+use crate::scenario::check::{beside_task, err, iommu, targets, Check, Ctx, Estimate, BYTES_PER_DESCRIPTOR, BYTES_PER_SOURCE};
 use crate::scenario::units::Time;
 use schemars::JsonSchema;
 use serde::{Deserialize, Serialize};
@@ -192,6 +192,12 @@ pub fn check(list: &[Nic], ctx: &Ctx, names: &mut HashSet<String>) -> Check {
             }
         }
         targets(&p, &n.cpus, n.vm.as_deref(), ctx)?;
+        if n.vm.is_none() {
+            // Under overload NAPI hands its work to ksoftirqd, which the model
+            // runs only where the CPU would idle: beside a task the queue
+            // stopped for good (0 packets/s, an audit).
+            beside_task(&p, &n.cpus, "NAPI's ksoftirqd", ctx)?;
+        }
         match (n.vf_irqs, &n.vm) {
             (VfIrqs::Exit, _) => {}
             (_, None) => return err(format!("{p}.vf_irqs"), "applies only to a VF (a [[nic]] with vm = ...)"),

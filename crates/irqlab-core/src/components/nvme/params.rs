@@ -1,7 +1,7 @@
 //! `[[nvme]]`: SSDs, their queues and vectors, and the fio jobs that drive them.
 
 use crate::components::moderation::params::{Moderation, ModerationKind};
-use crate::scenario::check::{err, iommu, targets, Check, Ctx, Estimate, BYTES_PER_PENDING, BYTES_PER_SOURCE};
+use crate::scenario::check::{beside_task, err, iommu, targets, Check, Ctx, Estimate, BYTES_PER_PENDING, BYTES_PER_SOURCE};
 use crate::scenario::units::{Rate, Time};
 use schemars::JsonSchema;
 use serde::{Deserialize, Serialize};
@@ -317,17 +317,9 @@ pub fn check(list: &[Nvme], ctx: &Ctx, names: &mut HashSet<String>) -> Check {
             return err(format!("{p}.service_cv"), format!("{cv:?}: expected 0 (fixed), or 0.25 to 1 (1: exponential)"));
         }
         targets(&p, &n.cpus, None, ctx)?;
-        // fio's threads run only where the CPU would idle (`os/thread.rs`), not
-        // beside a task under the scheduler: a task there would starve them
-        // (0 I/Os beside a busy loop, an audit), so the two may not share a CPU.
-        for (k, &c) in n.cpus.iter().enumerate() {
-            if let Some(Some(task)) = ctx.task_on.get(c as usize) {
-                return err(
-                    format!("{p}.cpus[{k}]"),
-                    format!("cpu {c} also runs task \"{task}\", which would starve fio's jobs there (they run only when the CPU would idle): expected CPUs without a [[task]]"),
-                );
-            }
-        }
+        // fio's threads run only where the CPU would idle, not beside a task
+        // under the scheduler (0 I/Os beside a busy loop, an audit).
+        beside_task(&p, &n.cpus, "fio's jobs", ctx)?;
         // Every queue's rules first (static needs a time), then feature 08h's.
         n.moderation.check(&p)?;
         if n.moderation.kind == ModerationKind::Dim {
