@@ -121,6 +121,8 @@ pub struct Gic {
     its_free_at: Vec<Ps>,
     /// LPIs on their way through the ITS or the hypervisor: (vCPU, guest handler).
     inflight: Vec<Option<(u32, GuestWork)>>,
+    /// GICv3: per vCPU, injects whose kick has not come yet (`Injected`).
+    kicks_due: Vec<u32>,
     free: Vec<u32>,
     rng: Option<Rng>,
     pub stats: Stats,
@@ -165,6 +167,7 @@ impl Component for Gic {
             },
             // VMAPP maps vPE v to the redistributor of the pCPU its vCPU starts on.
             vpes: (0..vs.vcpus).map(|v| Vpe { rd: vs.pinned(v).unwrap_or(v % vs.pcpus), ..Vpe::default() }).collect(),
+            kicks_due: vec![0; vs.vcpus as usize],
             its_free_at: vec![0; g.its as usize],
             rng: Some(stream(seed, "gicv4")),
             ..Gic::default()
@@ -183,7 +186,9 @@ impl Component for Gic {
             GicEv::Lpi => lpi(m, s, arg),
             GicEv::Inject => inject(m, s, arg),
             GicEv::Injected => {
-                let p = gic(m).lpi_target;
+                let g = gic(m);
+                g.kicks_due[arg as usize] -= 1;
+                let p = g.lpi_target;
                 hypervisor::kick(m, s, arg, p)
             }
             GicEv::DoorbellDone => doorbell_done(m, s, arg),
@@ -204,7 +209,8 @@ impl Component for Gic {
         let h = dep::<Hypervisor, P>(m);
         let (taken, pending, pcpus) = (h.virqs_taken, h.virqs_outstanding(), h.pcpus.len().max(1) as f64);
         // vLPIs pending on a blocked vCPU that nothing will wake: not current on a pCPU
-        // (whose schedule-out reads PendingLast), and (below) no doorbell on its way.
+        // (whose schedule-out reads PendingLast), and (below) no doorbell or, on
+        // GICv3, no inject's kick on its way.
         let blocked: Vec<(usize, usize)> = (h.vcpus.iter().enumerate())
             .filter(|&(v, vc)| vc.state == VcpuState::Blocked && h.pcpus[vc.processor as usize].cur != Some(v as u32))
             .map(|(v, vc)| (v, vc.virqs.len()))
@@ -212,7 +218,11 @@ impl Component for Gic {
         let g = m.parts.get_ref();
         let inflight = g.inflight.iter().filter(|x| x.is_some()).count() as u64;
         r.metric("gic.vlpis_unaccounted", g.sent as f64 - (taken + pending + inflight) as f64);
-        let stranded: usize = blocked.iter().filter(|&&(v, _)| !g.vpes.get(v).is_some_and(|vp| vp.db_raised)).map(|&(_, n)| n).sum();
+        let stranded: usize = blocked
+            .iter()
+            .filter(|&&(v, _)| !g.vpes.get(v).is_some_and(|vp| vp.db_raised) && g.kicks_due.get(v).is_none_or(|&k| k == 0))
+            .map(|&(_, n)| n)
+            .sum();
         r.metric("gic.vlpis_stranded", stranded as f64);
         let st = &g.stats;
         let per_s = |x: u64| x as f64 / secs;
@@ -312,6 +322,7 @@ fn inject<P: Parts>(m: &mut Machine<P>, s: &mut Scheduler<Ev>, slot: u32) {
     let g = gic(m);
     let (v, w) = take(g, slot);
     let (p, cost, lrs) = (g.lpi_target, g.c.inject, g.lrs as usize);
+    g.kicks_due[v as usize] += 1;
     hypervisor::hyp_work(m, s, p, cost, Some(ev::<P>(GicEv::Injected, v)), None);
     hypervisor::post_virq(m, s, v, w, false);
     // More pending vIRQs than list registers: a maintenance interrupt refills them.
