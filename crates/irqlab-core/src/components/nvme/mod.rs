@@ -194,6 +194,15 @@ pub struct Cq {
     /// times, taken batch by batch (`submitting`) when its thread work starts,
     /// as fio's clat ends when the job reaps.
     pub unseen: VecDeque<Ps>,
+    /// A polled queue's requests in submission order (io_uring's `iopoll_list`):
+    /// submission time, and whether the block layer has completed it
+    /// (`iopoll_completed`) without fio having it yet.
+    pub iopoll: VecDeque<(Ps, bool)>,
+    /// How many of them are completed.
+    pub iopoll_done: u32,
+    /// The walk's polls that found nothing in a pass that reaped nothing, for
+    /// the next pass to pay.
+    pub walk_due: Ps,
 }
 
 pub struct NvmeGroup {
@@ -203,12 +212,17 @@ pub struct NvmeGroup {
     /// The part of `per_cqe` before the head doorbell (`nvme_poll_cq`'s loop).
     pub handle_cqe: Ps,
     pub poll: Ps,
+    /// A request `io_do_iopoll` polls that finds the CQ empty.
+    pub poll_walk: Ps,
     pub submit: Ps,
     /// The switch to a woken job's thread, and how many there were.
     pub wake: Ps,
     pub wakes: u64,
     /// Polling jobs' turns begun (`PollTurns`), for a polled group.
     pub turns: u64,
+    /// `io_do_iopoll` passes, and the polls on their walks that found the CQ empty.
+    pub passes: u64,
+    pub empty_polls: u64,
     pub polled: bool,
     pub resubmit: Ps,
     pub completed: u64,
@@ -236,10 +250,13 @@ impl Component for Nvme {
                 per_cqe: n.per_cqe.ps(),
                 handle_cqe: n.handle_cqe.map_or(params::HANDLE_CQE, |t| t.ps()).min(n.per_cqe.ps()),
                 poll: n.poll.ps(),
+                poll_walk: n.poll_walk.ps(),
                 submit: n.submit.ps(),
                 wake: n.wake.ps(),
                 wakes: 0,
                 turns: 0,
+                passes: 0,
+                empty_polls: 0,
                 polled,
                 resubmit: n.fio.resubmit.ps(),
                 completed: 0,
@@ -306,6 +323,9 @@ impl Component for Nvme {
                         batch: 0,
                         rung: false,
                         jobs: 0,
+                        iopoll: VecDeque::new(),
+                        iopoll_done: 0,
+                        walk_due: 0,
                     });
                 }
                 // Each queue admits up to its depth.
@@ -361,6 +381,9 @@ impl Component for Nvme {
                     while cq.outstanding < cq.depth {
                         let Some(t) = cq.backlog.pop_front() else { break };
                         cq.outstanding += 1;
+                        if cq.polled {
+                            cq.iopoll.push_back((t, false));
+                        }
                         disk.sq.push_back((t, q));
                     }
                 }
@@ -498,11 +521,7 @@ impl Component for Nvme {
         let q = arg & !POLL;
         if arg & POLL != 0 {
             m.parts.get().cqs[q as usize].polling = false;
-            let (n, _) = reap_entries(m, s, c, q);
-            // Entries that landed during the reap's thread work are found by the next pass.
-            if n == 0 && !m.parts.get_ref().cqs[q as usize].posted.is_empty() {
-                poll_soon(m, s, q);
-            }
+            iopoll_pass(m, s, c, q);
             return;
         }
         resubmit(m, s, q);
@@ -526,6 +545,8 @@ impl Component for Nvme {
             g.completed = 0;
             g.wakes = 0;
             g.turns = 0;
+            g.passes = 0;
+            g.empty_polls = 0;
             g.loop_reaped = 0;
             g.latency.reset();
         }
@@ -542,6 +563,8 @@ impl Component for Nvme {
             }
             if g.polled {
                 r.metric(format!("{p}.poll_turns_per_s"), g.turns as f64 / secs);
+                r.metric(format!("{p}.poll_passes_per_s"), g.passes as f64 / secs);
+                r.metric(format!("{p}.poll_walk_per_pass"), g.empty_polls as f64 / g.passes.max(1) as f64);
             }
             if g.longest_irq >= LOOP_WARN {
                 r.warn(format!(
@@ -567,7 +590,11 @@ impl Component for Nvme {
                 .sum::<u64>()
             + me.cqs
                 .iter()
-                .map(|q| (q.landing.len() + q.posted.len() + q.backlog.len()) as u64 + q.submitting.iter().map(|&n| n as u64).sum::<u64>())
+                .map(|q| {
+                    // A polled queue's requests completed but not yet fio's are in neither list.
+                    (q.landing.len() + q.posted.len() + q.backlog.len() + q.iopoll_done as usize) as u64
+                        + q.submitting.iter().map(|&n| n as u64).sum::<u64>()
+                })
                 .sum::<u64>();
     }
 }
@@ -609,8 +636,68 @@ fn poll_soon<P: Has<Nvme>>(m: &mut Machine<P>, s: &mut Scheduler<Ev>, q: u32) {
     }
     cq.polling = true;
     let (cpu, g) = (cq.cpu, me.disks[cq.disk as usize].group);
-    let pass = me.groups[g as usize].poll;
+    let pass = me.groups[g as usize].poll + std::mem::take(&mut cq.walk_due);
     m.thread_work(s, cpu as usize, P::ID, q | POLL, pass);
+}
+
+/// A pass of `io_do_iopoll` (io_uring/rw.c) over the job's `iopoll_list`, in
+/// submission order: it stops at the first request already completed, or at
+/// the first poll that completes something (one `nvme_poll` takes every entry
+/// the CQ holds, and `iob.complete` marks their requests completed); a poll
+/// that finds the CQ empty goes on to the next request (`poll_walk` each).
+/// Only the unbroken run of completed requests from where it stopped reaches
+/// fio (`wq_list_for_each_resume`, `wq_list_cut`): requests completed out of
+/// order wait for a later pass, which polls the unfinished ones ahead of them.
+fn iopoll_pass<P: Has<Nvme>>(m: &mut Machine<P>, s: &mut Scheduler<Ev>, c: usize, q: u32) {
+    let me = m.parts.get();
+    let cq = &mut me.cqs[q as usize];
+    let walk_cost = me.groups[me.disks[cq.disk as usize].group as usize].poll_walk;
+    let (mut empty_polls, mut stop) = (0u64, None);
+    for i in 0..cq.iopoll.len() {
+        if cq.iopoll[i].1 {
+            stop = Some(i);
+            break;
+        }
+        if !cq.posted.is_empty() {
+            for t in cq.posted.drain(..) {
+                // The request it completes: the oldest not completed with that
+                // submission time (requests submitted at one instant are alike;
+                // the list is in submission order, so its times never fall).
+                let from = cq.iopoll.partition_point(|r| r.0 < t);
+                let k = (from..cq.iopoll.len()).find(|&k| !cq.iopoll[k].1).expect("a posted entry's request is in the list");
+                debug_assert_eq!(cq.iopoll[k].0, t);
+                cq.iopoll[k].1 = true;
+                cq.iopoll_done += 1;
+            }
+            stop = Some(i);
+            break;
+        }
+        empty_polls += 1;
+    }
+    let walk = empty_polls * walk_cost;
+    let grp = &mut me.groups[me.disks[cq.disk as usize].group as usize];
+    grp.passes += 1;
+    grp.empty_polls += empty_polls;
+    if let Some(i) = stop {
+        let run = cq.iopoll.range(i..).take_while(|r| r.1).count();
+        cq.iopoll_done -= run as u32;
+        let taken: Vec<(Ps, bool)> = cq.iopoll.drain(i..i + run).collect();
+        cq.posted.extend(taken.into_iter().map(|(t, _)| t));
+    }
+    let reaped = !cq.posted.is_empty();
+    if reaped {
+        cq.walk_due += walk;
+    }
+    let (n, _) = reap_entries(m, s, c, q);
+    let cq = &mut m.parts.get().cqs[q as usize];
+    if n == 0 {
+        cq.walk_due += walk;
+    }
+    // Completed requests left behind a gap, or entries that landed during the
+    // pass's thread work, are found by the next pass.
+    if !cq.posted.is_empty() || cq.iopoll_done > 0 {
+        poll_soon(m, s, q);
+    }
 }
 
 /// The slice of CPU `c`'s running polling job is over: the scheduler switches
@@ -626,7 +713,7 @@ fn poll_turn<P: Has<Nvme>>(m: &mut Machine<P>, s: &mut Scheduler<Ev>, c: usize) 
     let cq = &me.cqs[q as usize];
     let grp = &mut me.groups[me.disks[cq.disk as usize].group as usize];
     grp.turns += 1;
-    let (wake, waiting) = (grp.wake, !cq.posted.is_empty());
+    let (wake, waiting) = (grp.wake, !cq.posted.is_empty() || cq.iopoll_done > 0);
     if wake > 0 {
         m.thread_work(s, c, P::ID, q | WAKE, wake);
     }
@@ -690,6 +777,8 @@ fn reap_entries<P: Has<Nvme>>(m: &mut Machine<P>, s: &mut Scheduler<Ev>, c: usiz
         let awake = cq.submitting.iter().sum::<u32>().min(cq.jobs);
         let woken = if polled { 0 } else { (n as u32).min(cq.jobs - awake) };
         cq.submitting.push_back(n as u32);
+        // The pass's polls that found the CQ empty come before its completions.
+        let walk = std::mem::take(&mut cq.walk_due);
         let wake = grp.wake;
         if woken > 0 && wake > 0 {
             grp.wakes += woken as u64;
@@ -699,10 +788,10 @@ fn reap_entries<P: Has<Nvme>>(m: &mut Machine<P>, s: &mut Scheduler<Ev>, c: usiz
             // `io_do_iopoll` completes the batch (`nvme_pci_complete_batch`, the
             // CQEs posted to io_uring) before `io_uring_enter` returns to fio:
             // fio's latency ends after it, as it does after `nvme_irq`'s.
-            m.thread_work(s, c, P::ID, q | REAP, n * per_cqe);
+            m.thread_work(s, c, P::ID, q | REAP, walk + n * per_cqe);
             m.thread_work(s, c, P::ID, q, n * submit);
         } else {
-            m.thread_work(s, c, P::ID, q, n * thread);
+            m.thread_work(s, c, P::ID, q, walk + n * thread);
         }
         return (n, irq);
     }
@@ -738,6 +827,9 @@ fn admit<P: Has<Nvme>>(m: &mut Machine<P>, s: &mut Scheduler<Ev>, q: u32) {
     while cq.outstanding < cq.depth {
         let Some(t) = cq.backlog.pop_front() else { break };
         cq.outstanding += 1;
+        if cq.polled {
+            cq.iopoll.push_back((t, false));
+        }
         me.disks[d as usize].sq.push_back((t, q));
         admitted += 1;
     }

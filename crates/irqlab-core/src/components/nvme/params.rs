@@ -96,6 +96,11 @@ pub struct Nvme {
     /// (`blk_hctx_poll` → `nvme_poll`, CQ doorbell), in the job's thread.
     #[serde(default = "d_poll")]
     pub poll: Time,
+    /// A polled queue: each request `io_do_iopoll` polls that finds the CQ
+    /// empty (`bio_poll` → `blk_mq_poll` → `nvme_poll`'s `nvme_cqe_pending`),
+    /// on its walk to the requests that completed out of order.
+    #[serde(default = "d_poll_walk")]
+    pub poll_walk: Time,
     /// Polled queues: the polling jobs on one CPU take turns of this length.
     /// A job polls in `io_uring_enter` (`io_iopoll_check`, `blk_hctx_poll`),
     /// which returns once it has its events or `need_resched()`, and goes
@@ -209,6 +214,9 @@ pub const HANDLE_CQE: crate::engine::time::Ps = 100 * crate::engine::time::PS_PE
 
 fn d_poll() -> Time {
     Time(100 * crate::engine::time::PS_PER_NS)
+}
+fn d_poll_walk() -> Time {
+    Time(30 * crate::engine::time::PS_PER_NS)
 }
 
 fn d_depth() -> u32 {

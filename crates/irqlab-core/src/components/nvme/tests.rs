@@ -339,6 +339,36 @@ fn a_job_submits_from_one_cpu_whatever_its_iodepth() {
     assert!(busy(&one, 0) > 0.95 && busy(&one, 1) < 0.01, "cpu0 {} cpu1 {}", busy(&one, 0), busy(&one, 1));
 }
 
+/// A polling job reaps as `io_do_iopoll` does: a pass stops at the first
+/// completed request, or where its poll found the CQ's entries, and hands fio
+/// only the run of completed requests from there; requests that completed out
+/// of order wait for a later pass, which polls the unfinished ones ahead of
+/// them (`poll_walk` each). Reads over 80 channels in random order complete out
+/// of order, and the deeper the queue the longer the walk; one channel serving
+/// in order never walks. The walk is the job's CPU time.
+#[test]
+fn a_poll_pass_walks_to_the_requests_that_completed_out_of_order() {
+    let run = |depth: u32, extra: &[&str]| {
+        let d = format!("nvme.0.fio.iodepth={depth}");
+        let sets = [&["nvme.0.moderation.kind=polling", "nvme.0.queues=1", "nvme.0.cpus=[0]", d.as_str()][..], extra].concat();
+        go(DISK, &sets).report.metrics
+    };
+    let walk = |m: &std::collections::BTreeMap<String, f64>| m["nvme.ssd.poll_walk_per_pass"];
+    let random = ["nvme.0.service_order=\"random\""];
+    let (shallow, deep) = (run(4, &random), run(64, &random));
+    assert!(walk(&shallow) > 0.1 && walk(&deep) > 4.0 * walk(&shallow), "{} then {} polls a pass", walk(&shallow), walk(&deep));
+    let in_order = run(8, &["nvme.0.iops=50K", "nvme.0.latency=20us", "nvme.0.service_cv=0", "nvme.0.service_order=\"fifo\""]);
+    assert_eq!(walk(&in_order), 0.0, "completions in order: every pass stops at a completed head");
+    assert!(in_order["nvme.ssd.iops"] > 40_000.0);
+    // Each poll on the walk is the job's time: the spinning left shrinks by it.
+    let busy_per_io = |m: &std::collections::BTreeMap<String, f64>| (1.0 - m["cpu0.poll_share"]) * 35e-3 / m["nvme.ssd.completed"];
+    let dear = run(64, &[random[0], "nvme.0.poll_walk=\"100ns\""]);
+    let free = run(64, &[random[0], "nvme.0.poll_walk=\"0ns\""]);
+    let want = walk(&dear) * dear["nvme.ssd.poll_passes_per_s"] / dear["nvme.ssd.iops"] * 100e-9;
+    let added = busy_per_io(&dear) - busy_per_io(&free);
+    assert!((added - want).abs() < 0.2 * want, "{added} s of walk an I/O, expected about {want}");
+}
+
 /// An IOPOLL job spins on its CPU between completions: that CPU is busy (its
 /// idle time is kernel time, `poll_share`), a CPU with no polling job is not.
 /// (The spinning was not counted at all, so polling looked cheaper in CPU than
