@@ -100,3 +100,30 @@ def test_gsim_flags_an_msix_mask_left_at_zero(tmp_path: Path) -> None:
     # Without GSIM nothing is held, so nothing is masked: no flag.
     plain, _ = irqlab.run(bare, ["duration=3ms", "warmup=1ms"])
     assert "cpu.msix_mask" not in plain["provenance"]["zero_default_costs"]
+
+
+def test_a_git_stopped_by_a_signal_is_asked_again(monkeypatch) -> None:
+    # A Ctrl-C that reached `git` mid-sweep left "unknown" cached for every
+    # later part, which --resume then refused as another irqlab's (an audit).
+    import subprocess
+
+    from irqlab import provenance
+
+    real = subprocess.run
+    calls = {"n": 0}
+
+    def interrupted_once(*args, **kwargs):
+        calls["n"] += 1
+        if calls["n"] == 1:
+            raise subprocess.CalledProcessError(-2, args[0])
+        return real(*args, **kwargs)
+
+    monkeypatch.setattr(provenance, "_commit", None)
+    monkeypatch.setattr(provenance.subprocess, "run", interrupted_once)
+    assert provenance.commit() == "unknown"
+    second = provenance.commit()
+    assert calls["n"] > 1, "the failed read was kept"
+    assert provenance.commit() == second
+    n = calls["n"]
+    provenance.commit()
+    assert calls["n"] == n, "a settled read is kept"

@@ -129,17 +129,25 @@ def test_a_figure_name_with_brackets_and_dollars_is_text_everywhere(tmp_path, sm
     assert json.loads((out / "figures.json").read_text())["figures"][0]["name"] == name
 
 
-def test_no_figures_writes_an_empty_report_and_warns(tmp_path):
-    empty = tmp_path / "none"
-    empty.mkdir()
+def test_no_figures_writes_an_empty_report_and_warns(tmp_path, small):
+    # Scenarios with no [[expect]] entries: nothing to compare, an empty report.
+    plain = tmp_path / "plain"
+    plain.mkdir()
+    (plain / "s.toml").write_text(small.read_text())
     out = tmp_path / "report"
-    p = run_cli("reproduce", "--figures", empty, "--out", out)
+    p = run_cli("reproduce", "--figures", plain, "--out", out)
     assert_ok(p)
     assert "warning" in p.stderr
     empty = {"predictions": 0, "predictions_within_tolerance": 0, "fits": 0, "fits_reproduced": 0}
     doc = json.loads((out / "figures.json").read_text())
     assert doc["figures"] == [] and doc["counts"] == empty and doc["provenance"]["irqlab"] == irqlab.__version__
     assert "No figures" in (out / "index.html").read_text()
+    # A directory with no scenario at all is a wrong path, not an empty result:
+    # it went green with an empty report (an audit).
+    none = tmp_path / "none"
+    none.mkdir()
+    assert_user_error(run_cli("reproduce", "--figures", none, "--out", tmp_path / "r2"), "no figure scenarios")
+    assert not (tmp_path / "r2").exists()
 
 
 def test_the_default_name_of_a_figure_is_the_scenario_name(tmp_path, small, measured):

@@ -240,6 +240,18 @@ def test_existing_out_needs_resume(small, tmp_path):
     assert_user_error(run_cli("sweep", small, "--grid", "seed=1", "--resume"), "--resume needs --out")
 
 
+def test_an_out_that_is_a_file_or_a_dangling_link_is_refused_before_any_run(small, tmp_path):
+    # Both failed only at the first write, after the runs (an audit).
+    empty = tmp_path / "afile"
+    empty.write_bytes(b"")
+    line = assert_user_error(run_cli("sweep", small, "--grid", "seed=1,2", "--out", empty), "is a file", "NAME.parquet")
+    assert "cannot write" not in line and empty.read_bytes() == b""
+    dangling = tmp_path / "gone"
+    dangling.symlink_to(tmp_path / "nowhere")
+    assert_user_error(run_cli("sweep", small, "--grid", "seed=1,2", "--out", dangling), "symbolic link to nothing")
+    assert not (tmp_path / "nowhere").exists()
+
+
 def test_a_sweep_extended_with_more_grid_values_runs_only_the_new_points(small, tmp_path):
     full = tmp_path / "full"
     assert_ok(run_cli("sweep", small, *FAST, "--out", full))
@@ -582,3 +594,18 @@ def test_the_next_part_is_timed_from_the_start_of_a_write(small, tmp_path, monke
     store.flush()
     assert len(started) == 1 and store._last_flush <= started[0]
     store.release()
+
+
+def test_the_note_on_a_files_parts_names_the_file_to_resume(tmp_path):
+    # Resuming into NAME.parquet.parts would never write NAME.parquet (an audit).
+    from irqlab.sweep_store import MANIFEST, unfinished_note
+
+    parts = tmp_path / "r.parquet.parts"
+    parts.mkdir()
+    (parts / MANIFEST).write_text(json.dumps({"points": 4, "done": [0]}))
+    note = unfinished_note(parts)
+    assert note is not None and f"--out {tmp_path / 'r.parquet'} --resume" in note, note
+    d = tmp_path / "dataset"
+    d.mkdir()
+    (d / MANIFEST).write_text(json.dumps({"points": 4, "done": [0]}))
+    assert f"--out {d} --resume" in (unfinished_note(d) or "")

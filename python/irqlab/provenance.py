@@ -12,7 +12,6 @@ model's value; nobody chose it).
 from __future__ import annotations
 
 import fnmatch
-import functools
 import json
 import subprocess
 import tomllib
@@ -26,9 +25,25 @@ from . import _core
 _NOT_PARAMETERS = {"name", "description", "expect", "cite", "stats", "trace", "seed", "duration", "warmup"}
 
 
-@functools.cache
+_commit: str | None = None
+
+
 def commit() -> str:
-    """The git commit of this checkout (`-dirty` with uncommitted changes), or "unknown"."""
+    """The git commit of this checkout (`-dirty` with uncommitted changes), or "unknown".
+
+    Read once and kept, unless `git` was stopped by a signal or timed out: a
+    Ctrl-C that reached it mid-sweep had every later part say "unknown", which
+    `--resume` then refused as another irqlab's (an audit)."""
+    global _commit
+    if _commit is None:
+        value, settled = _read_commit()
+        if not settled:
+            return value
+        _commit = value
+    return _commit
+
+
+def _read_commit() -> tuple[str, bool]:
     here = Path(__file__).resolve().parent
     try:
         head = subprocess.run(
@@ -41,9 +56,13 @@ def commit() -> str:
             timeout=10,
             check=True,
         ).stdout.strip()
+    except subprocess.CalledProcessError as e:
+        return "unknown", e.returncode >= 0  # a negative code: killed by a signal
+    except subprocess.TimeoutExpired:
+        return "unknown", False
     except (OSError, subprocess.SubprocessError):
-        return "unknown"
-    return head + ("-dirty" if dirty else "") if head else "unknown"
+        return "unknown", True
+    return (head + ("-dirty" if dirty else "") if head else "unknown"), True
 
 
 def leaves(doc: Any, prefix: str = "") -> dict[str, Any]:

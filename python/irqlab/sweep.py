@@ -244,6 +244,9 @@ def plan(
                 )
             seen[point.key] = point
             sweep.points.append(point)
+    # The commit every part will carry, read now, before any work: read first
+    # when the first part was written, a Ctrl-C could reach its `git`.
+    commit()
     return sweep
 
 

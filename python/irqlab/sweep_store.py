@@ -223,8 +223,12 @@ class Store:
 
     def _open(self, resume: bool) -> None:
         assert self.out is not None and self.dir is not None
-        if self.out.exists() and not self.out.is_dir() and not self.out.is_file() and self.final is None:
-            raise UserError(f"--out {self.out}: expected a directory (a Parquet dataset) or NAME.parquet")
+        # Refused here, before any work: a file (empty, so not a finished
+        # sweep's) or a dangling symlink failed only at the first write, after
+        # the runs (an audit).
+        if self.final is None and (self.out.exists() or self.out.is_symlink()) and not self.out.is_dir():
+            what = "a symbolic link to nothing" if not self.out.exists() else "a file"
+            raise UserError(f"--out {self.out} is {what}: expected a directory (a Parquet dataset) or NAME.parquet")
         if self.final is not None:
             # A merge that a kill interrupted leaves a temp file beside NAME.parquet.
             _remove_temps(self.final.parent, f".{self.final.name}{TEMP_MARK}")
@@ -535,9 +539,12 @@ def unfinished_note(path: Path) -> str | None:
         points, done = (doc.get("points"), doc.get("done")) if isinstance(doc, dict) else (None, None)
         if not isinstance(points, int) or not isinstance(done, list) or len(done) >= points:
             return None
+        # NAME.parquet.parts is NAME.parquet's dataset: that is the --out to resume
+        # (resuming into the parts would never write NAME.parquet; an audit).
+        out = path.with_name(path.name.removesuffix(".parts")) if path.name.endswith(".parquet.parts") else path
         return (
             f"{path} holds {len(done)} of its sweep's {points} runs (the sweep is running, or was stopped); "
-            f"sweep again with --out {path} --resume to finish it"
+            f"sweep again with --out {out} --resume to finish it"
         )
     if path.exists() or not is_single_file(path) or not sidecar(path).is_dir():
         return None

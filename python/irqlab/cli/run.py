@@ -165,11 +165,15 @@ def _run_and_show(
     )
     if trace_out is not None and trace is None and trace_tmp is None:
         raise UserError(f"--trace {trace_out}: the core produced no trace")
+    # The short-run warning goes into the result too, as the core's do: `--json`
+    # held every warning line but this one (an audit).
+    short = summary.short_run(result, result["provenance"]["scenario"])
+    if short is not None:
+        result.setdefault("warnings", []).append(short)
     # Both outputs or neither: a trace that cannot be written leaves no JSON behind.
     outputs: list[tuple[Path | None, bytes | str | None]] = [(json_out, dump(result)), (trace_out, trace)]
     streamed = [(trace_out, trace_tmp)] if trace_out is not None and trace_tmp is not None else []
     write_all([(d, x) for d, x in outputs if d is not None and x is not None and not to_stdout(d)], streamed)
-    short = summary.short_run(result, result["provenance"]["scenario"])
     if short is not None:
         err.print(f"warning: {short}", markup=False, soft_wrap=True)
     if json_stdout:
