@@ -159,3 +159,18 @@ def test_ctrl_c_ends_monitor_without_a_count_as_its_help_says() -> None:
                 p.kill()
         assert p.returncode == code, err
         assert ("error: interrupted" in err) == (code == 130), err
+
+
+def test_ctrl_c_while_the_command_imports_is_one_line_and_130() -> None:
+    # Before `main` runs, a Ctrl-C had a traceback through the imports and died
+    # by SIGINT (an audit). Raised here at the end of the import, deterministically.
+    import subprocess
+    import sys
+
+    code = "import sys; sys.argv = ['irqlab']; import irqlab.cli; raise KeyboardInterrupt"
+    p = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=60)
+    assert (p.returncode, p.stderr) == (130, "error: interrupted\n"), p.stderr
+    # A program that imports the package keeps Python's own behaviour.
+    code = "import irqlab.cli; raise KeyboardInterrupt"
+    p = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=60)
+    assert p.returncode != 130 and "Traceback" in p.stderr

@@ -11,20 +11,36 @@ from __future__ import annotations
 
 import errno
 import functools
+import os
 import signal
 import sys
 from collections.abc import Callable
 from pathlib import Path
 from typing import Annotated, ParamSpec, TypeVar
 
-import typer
+
+def _interrupted_at_start(kind: type[BaseException], value: BaseException, tb: object) -> None:
+    # A Ctrl-C while the command is still importing (a fifth of a second) comes
+    # before `main`'s handler: one line and exit 130, not a traceback (an audit).
+    if issubclass(kind, KeyboardInterrupt):
+        sys.stderr.write("error: interrupted\n")
+        sys.stderr.flush()
+        os._exit(130)
+    sys.__excepthook__(kind, value, tb)  # type: ignore[arg-type]
+
+
+# Only when this process is the command, not a program that imports it.
+if os.path.basename(sys.argv[0]) in ("irqlab", "__main__.py"):
+    sys.excepthook = _interrupted_at_start
+
+import typer  # noqa: E402
 
 # typer 0.29 carries its own copy of click; its usage errors are those.
-from typer._click.exceptions import UsageError
+from typer._click.exceptions import UsageError  # noqa: E402
 
-from .. import _core
-from .._util import UserError, one_line, output_problem
-from .render import EXIT_PIPE, err, out, stdout_gone
+from .. import _core  # noqa: E402
+from .._util import UserError, one_line, output_problem  # noqa: E402
+from .render import EXIT_PIPE, err, out, stdout_gone  # noqa: E402
 
 app = typer.Typer(
     name="irqlab",
@@ -235,13 +251,13 @@ def main(args: list[str] | None = None) -> None:
     if not argv:
         # No command: the overview, as `irqlab --help` gives it.
         argv = ["--help"]
-    if (repeated := _repeated_option(argv)) is not None:
-        err.print(f"error: {repeated}", markup=False, soft_wrap=True)
-        sys.exit(2)
-    if (empty := _empty_argument(argv)) is not None:
-        err.print(f"error: {empty}", markup=False, soft_wrap=True)
-        sys.exit(2)
     try:
+        if (repeated := _repeated_option(argv)) is not None:
+            err.print(f"error: {repeated}", markup=False, soft_wrap=True)
+            sys.exit(2)
+        if (empty := _empty_argument(argv)) is not None:
+            err.print(f"error: {empty}", markup=False, soft_wrap=True)
+            sys.exit(2)
         code = app(args=argv, prog_name="irqlab", standalone_mode=False)
     except UsageError as e:
         err.print(f"error: {_usage_line(e, argv)}", markup=False, soft_wrap=True)
