@@ -109,3 +109,38 @@ def test_output_problem_names_what_is_in_the_way(tmp_path) -> None:
     assert output_problem(tmp_path, "any") is None
     if os.path.isdir("/proc"):  # permission bits say root may write there; trying says no
         assert str(output_problem("/proc/irqlab-nope/o.json")).startswith("cannot write in /proc")
+
+
+def test_a_signal_in_a_deferred_block_takes_effect_at_its_end() -> None:
+    # A sweep's last part, its merge and its parts' removal must not stop half-way
+    # (an interrupt there left a temp file, or a file beside half its parts).
+    import os
+    import signal
+
+    import pytest
+
+    from irqlab._util import signals_deferred
+
+    steps = []
+    with pytest.raises(KeyboardInterrupt), signals_deferred():
+        os.kill(os.getpid(), signal.SIGINT)
+        steps.append("after the signal")
+    assert steps == ["after the signal"]
+    assert signal.getsignal(signal.SIGINT) is signal.default_int_handler
+
+    class Stop(Exception):
+        pass
+
+    def stop(signum, frame):
+        raise Stop
+
+    old = signal.signal(signal.SIGTERM, stop)
+    try:
+        with pytest.raises(Stop), signals_deferred():
+            os.kill(os.getpid(), signal.SIGTERM)
+            steps.append("after SIGTERM")
+        assert steps[-1] == "after SIGTERM" and signal.getsignal(signal.SIGTERM) is stop
+        with signals_deferred():
+            steps.append("quiet")  # nothing held, nothing raised
+    finally:
+        signal.signal(signal.SIGTERM, old)

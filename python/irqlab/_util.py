@@ -756,3 +756,34 @@ def set_from(specs: Sequence[str] | None) -> list[str]:
         text = str(int(v)) if v.is_integer() and abs(v) < 2**53 else repr(v)
         out.append(f"{key}={text}ns" if metric.startswith("ns_") or metric.endswith("_ns") else f"{key}={text}")
     return out
+
+
+@contextmanager
+def signals_deferred() -> Iterator[None]:
+    """Ctrl-C or SIGTERM during the block takes effect at its end: for the steps
+    that must not stop half-way (a sweep writing its last part, merging its
+    file and removing its parts). An interrupt there had left a temp file, or a
+    finished file beside half its parts (an audit). Only in the main thread,
+    where Python runs signal handlers."""
+    if threading.current_thread() is not threading.main_thread():
+        yield
+        return
+    held: list[int] = []
+
+    def hold(signum: int, _frame: object) -> None:
+        held.append(signum)
+
+    old = {sig: signal.signal(sig, hold) for sig in (signal.SIGINT, signal.SIGTERM)}
+    try:
+        yield
+    finally:
+        for sig, handler in old.items():
+            signal.signal(sig, handler)
+        if held:
+            # What would have happened then happens now: the handler in place
+            # (the CLI's raises Terminated for SIGTERM), or Python's Ctrl-C.
+            handler = old[held[0]]
+            if callable(handler):
+                handler(held[0], None)
+            elif held[0] == signal.SIGINT:
+                raise KeyboardInterrupt

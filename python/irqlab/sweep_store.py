@@ -510,6 +510,7 @@ class Store:
         for p in [*_parts(d), d / MANIFEST, d / LOCK]:
             with contextlib.suppress(OSError):
                 p.unlink()
+        self._parts = {}  # merged into the file: nothing is kept apart any more (`kept`)
         self.release()
         with contextlib.suppress(OSError):
             d.rmdir()  # left in place if someone put other files there

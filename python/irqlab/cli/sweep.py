@@ -11,7 +11,7 @@ from typing import TYPE_CHECKING, Annotated, Any
 
 import typer
 
-from .._util import UserError, check_overrides, progress, read_scenario
+from .._util import UserError, check_overrides, progress, read_scenario, signals_deferred
 from . import (
     ForceOpt,
     ScenarioArg,
@@ -111,10 +111,12 @@ def sweep(
             try:
                 sweeps.execute(plan, todo, backend, nworkers, address, on_done)
             finally:
-                store.close()  # what ended is kept, whatever stopped the sweep
+                with signals_deferred():
+                    store.close()  # what ended is kept, whatever stopped the sweep
         if failed:
             _fail(failed, len(todo), store.kept())
-        table = store.finish()
+        with signals_deferred():
+            table = store.finish()
     except (KeyboardInterrupt, Terminated) as e:
         if (kept := store.kept()) is None:
             raise
