@@ -55,6 +55,18 @@ fn an_interrupt_waits_for_the_exit_of_the_state_its_idle_period_reached() {
 
 /// Four vectors at 20 K/s in all, and every wake-up pays 133 µs: much comes
 /// while the CPU exits, and waits (`one_cpu` checks that none is lost).
+/// A PM QoS latency limit (`/dev/cpu_dma_latency`) keeps the CPU out of the
+/// states slower to leave than it: 1 ms apart, with 5 us allowed, each
+/// interrupt pays C1's 2 us, not C6's 133.
+#[test]
+fn a_pm_qos_limit_keeps_the_cpu_out_of_slower_states() {
+    let limited =
+        one_cpu("periodic", "1000/s", 1, &SKX.replacen("[[cpu.idle_state]]", "idle_latency_limit = \"5us\"\n[[cpu.idle_state]]", 1));
+    let p50 = limited.report.histograms["irq_latency"].p50 / 1e3;
+    assert!((p50 - 2.3).abs() < 0.1, "C1 under the limit: {p50} us");
+    assert_eq!(limited.report.metrics["cpuidle.C6.wakes_per_s"], 0.0);
+}
+
 #[test]
 fn what_comes_during_an_exit_waits_for_it_and_is_not_lost() {
     let deep_at_once = "[[cpu.idle_state]]\nname = \"C6\"\nexit = \"133us\"\nresidency = \"1ns\"\n";
@@ -103,6 +115,8 @@ fn states_out_of_order_or_unnamed_are_refused_at_their_key() {
     let e = load(&SKX.replace("name = \"C6\"", "name = \"C1\""));
     assert!(e.contains("cpu.idle_state[2].name") && e.contains("used twice"), "{e}");
     assert_eq!(load(SKX), "", "the SKX table loads");
+    let e = load("[cpu]\nidle_latency_limit = \"5us\"\n");
+    assert!(e.contains("cpu.idle_latency_limit") && e.contains("lists none"), "{e}");
     // KVM x86's entry loop is a model of its own, with no idle loop: not silently ignored.
     let kvm = std::fs::read_to_string(concat!(env!("CARGO_MANIFEST_DIR"), "/../../scenarios/figures/m4-kvm-cancels.toml")).unwrap();
     let e = crate::scenario::load(&format!("{kvm}\n[cpu]\n{SKX}"), "k.toml", &[]).err().map(|e| e.to_string()).unwrap_or_default();

@@ -411,7 +411,7 @@ impl<P: Parts> Machine<P> {
             // Links 0 … n-1 are the scenario's source groups' (see above).
             links: sc.sources.len() as u32,
             dma_write: 0,
-            cstates: crate::platform::cstate::CStates::new(&sc.cpu.idle_state),
+            cstates: crate::platform::cstate::CStates::new(&sc.cpu.idle_state, sc.cpu.idle_latency_limit.map(|t| t.ps())),
             iommus_per_socket: sc.platform.iommus_per_socket,
             n: Counters::default(),
             audit: Audit::default(),

@@ -65,6 +65,11 @@ pub struct CpuCosts {
     /// default): the CPU wakes at no cost, as with C-states off or `idle=poll`.
     #[serde(default)]
     pub idle_state: Vec<IdleState>,
+    /// A PM QoS resume latency limit (`/dev/cpu_dma_latency`,
+    /// `cpuidle_governor_latency_req`): the governor skips every state whose
+    /// exit latency is above it. None (the default): no limit.
+    #[serde(default)]
+    pub idle_latency_limit: Option<Time>,
 }
 
 /// One idle state, as the kernel's cpuidle driver describes it
@@ -148,6 +153,12 @@ impl CpuCosts {
                     ),
                 );
             }
+        }
+        if self.idle_latency_limit.is_some() && self.idle_state.is_empty() {
+            return err(
+                "cpu.idle_latency_limit",
+                "limits the idle states, and cpu.idle_state lists none: expected [[cpu.idle_state]] entries",
+            );
         }
         for (k, st) in self.idle_state.iter().enumerate() {
             if st.name.trim().is_empty() {
