@@ -160,11 +160,16 @@ def test_monitor_reads_only_what_are_a_cpus_interrupts() -> None:
         "LOC:       1000       2000   Local timer interrupts\n"
         "RTR:          7          7   APIC ICR read retries\n"
         "PIN:          3          4   Posted-interrupt notification event\n"
+        "CAL:         11         12   Function call interrupts\n"
+        "TLB:         10         12   TLB shootdowns\n"
+        "MCP:          2          2   Machine check polls\n"
         "ERR:          5\n"
         "MIS:          6\n"
     )
     got = read_interrupts(text)
-    assert got == {"1 i8042": [9, 0], "24 virtio1-req.0": [100, 200], "LOC": [1000, 2000], "PIN": [3, 4]}
+    # TLB shootdowns come in CAL's IPIs, and MCP is a timer's polls (an audit).
+    want = {"1 i8042": [9, 0], "24 virtio1-req.0": [100, 200], "LOC": [1000, 2000], "PIN": [3, 4], "CAL": [11, 12]}
+    assert got == want
 
 
 def test_monitor_samples(tmp_path: Path) -> None:
@@ -412,7 +417,7 @@ def test_replay_bad_traces(make, needles: list[str], tmp_path: Path) -> None:
     assert not out.exists()
 
 
-BUNDLED = irqlab.SCENARIOS_DIR / "traces" / "virtio-disk.parquet"  # 3,724 completions of virtio1-req.0 in 0.27 s
+BUNDLED = irqlab.SCENARIOS_DIR / "traces" / "virtio-disk.parquet"  # 3,724 completions of virtio1-req.0 in 2 s
 REPLAY_DISK = irqlab.SCENARIOS_DIR / "examples" / "replay-disk.toml"
 
 
@@ -430,6 +435,43 @@ def test_replay_says_what_the_scenarios_window_leaves_out() -> None:
     p = run_cli("replay", BUNDLED, "--scenario", REPLAY_DISK, "--json", "-")
     assert_ok(p)
     assert "warning" not in p.stderr
+    # Longer than the recording, the rates count silent time after it (an audit:
+    # the README's example read 1,241/s for a trace of 1,862/s).
+    p = run_cli("replay", BUNDLED, "--scenario", REPLAY_DISK, "--set", "duration=3s", "--json", "-")
+    assert_ok(p)
+    assert "was recorded for 2 s and the scenario runs 3 s" in p.stderr and 'duration = "2s"' in p.stderr
+    assert (
+        abs(
+            json.loads(run_cli("replay", BUNDLED, "--scenario", REPLAY_DISK, "--json", "-").stdout)["metrics"][
+                "interrupts_per_s"
+            ]
+            - 1862
+        )
+        < 2
+    )
+
+
+def test_a_replay_warns_of_events_the_recording_lost_and_finds_damaged_pages(tmp_path: Path) -> None:
+    # Lost events made a silent gap, and flipped bytes inside the file replayed
+    # with exit 0 (an audit): record writes page checksums, replay checks them.
+    t = pq.read_table(BUNDLED)
+    meta = dict(t.schema.metadata)
+    snaps = json.loads(meta[b"irqlab.snapshots"])
+    snaps["lost_events"] = {"cpu1": 250}
+    meta[b"irqlab.snapshots"] = json.dumps(snaps).encode()
+    lost = tmp_path / "lost.parquet"
+    pq.write_table(t.replace_schema_metadata(meta), lost)
+    p = run_cli("replay", lost, "--scenario", REPLAY_DISK, "--json", "-")
+    assert_ok(p)
+    assert "the recording lost 250 events (cpu1" in p.stderr
+    checked = tmp_path / "checked.parquet"
+    pq.write_table(t, checked, write_page_checksum=True, compression="none")
+    data = bytearray(checked.read_bytes())
+    mid = len(data) // 3  # inside the column chunks, away from the footer
+    data[mid : mid + 64] = bytes(b ^ 0xFF for b in data[mid : mid + 64])
+    checked.write_bytes(bytes(data))
+    p = run_cli("replay", checked, "--scenario", REPLAY_DISK, "--json", "-")
+    assert_user_error(p, "not a readable Parquet file")
 
 
 def test_a_replay_counts_the_rows_it_skips_and_names_a_trace_without_entries(tmp_path: Path) -> None:

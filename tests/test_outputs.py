@@ -266,3 +266,11 @@ def test_a_metric_with_no_value_reads_n_a_in_tables() -> None:
     assert fmt(None) == "n/a"
     assert human(None, "MHz") == "n/a"
     assert fmt(3.0) == "3" and human(155.0, "MHz") == "155 MHz"
+
+
+def test_an_output_in_missing_directories_creates_them(small, tmp_path):
+    # As `mkdir -p` would (docs/bad-input.md); an audit found it undocumented.
+    out = tmp_path / "a" / "b" / "r.json"
+    assert_ok(run_cli("run", small, "--json", out))
+    assert json.loads(out.read_text())["metrics"]
+    assert [p.name for p in out.parent.iterdir()] == ["r.json"], "no temp file left beside it"

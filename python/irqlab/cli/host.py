@@ -282,6 +282,13 @@ def replay(
     seed: SeedOpt = None,
     json_out: JsonOpt = None,
     force: ForceOpt = False,
+    per_cpu: Annotated[
+        bool, typer.Option("--per-cpu", help="Table: also the per-CPU and per-source rows (and their tables).")
+    ] = False,
+    all_: Annotated[
+        bool,
+        typer.Option("--all", help="Table: everything: every metric, every histogram statistic, every table."),
+    ] = False,
 ) -> None:
     """Feed recorded interrupt arrivals through a modelled machine and policy."""
     from ..host import replay as hrep
@@ -307,4 +314,5 @@ def replay(
     if json_out is not None:
         write_json(json_out, res)
     if not to_stdout(json_out):
-        summary.print_summary(res)
+        # The table's footnote offers --per-cpu and --all, as `run`'s does (replay had neither; an audit).
+        summary.print_summary(res, None, "all" if all_ else "per-cpu" if per_cpu else "summary")

@@ -328,7 +328,9 @@ def record(
     text, raw, snaps = capture(duration, advance)
     table = to_table(text, raw, snaps, duration)
     buf = io.BytesIO()
-    pq.write_table(table, buf, compression="zstd")
+    # Page checksums, so that replay finds damage inside the file, not only in
+    # its footer (flipped bytes replayed silently; an audit).
+    pq.write_table(table, buf, compression="zstd", write_page_checksum=True)
     # From here the recording is kept: a Ctrl-C that lands during the write (a
     # rename) or just after it would exit 130 beside a complete file, which a
     # script checking $? would throw away. So it is ignored until the end.

@@ -46,7 +46,9 @@ def read_trace(path: Path) -> Any:
                 "(the format `irqlab record` of this version writes)"
             )
         # Only what `arrivals` reads: not `cpu` or `duration` (16 bytes a row).
-        return pq.read_table(path, columns=[c for c in (*ARRIVAL_COLUMNS, "kind") if c in got])
+        # Pages with checksums (`record` writes them) are verified.
+        columns = [c for c in (*ARRIVAL_COLUMNS, "kind") if c in got]
+        return pq.read_table(path, columns=columns, page_checksum_verification=True)
     except (pa.ArrowException, OSError, ValueError) as e:
         raise UserError(f"{path}: not a readable Parquet file ({one_line(str(e))})") from None
 
@@ -134,6 +136,7 @@ def replay(
             f"the trace has: {', '.join(busiest[:8]) or 'no interrupts'}"
         )
     warnings = outside_window(got, time_ns(scen.get("warmup", "0s")), time_ns(scen["duration"]))
+    warnings += recording_gaps(table, trace, time_ns(scen["duration"]))
     if usable < rows:
         # Dropped without a word until a review counted them.
         warnings.insert(0, f"{rows - usable:,} of {rows:,} rows of {trace} have no time or no event and are skipped")
@@ -170,6 +173,33 @@ def _row_counts(table: Any) -> tuple[int, int, int, int]:
     entry = pc.and_(valid, is_entry)
     timeless = pc.and_(pc.is_null(table["time"]), is_entry)
     return table.num_rows, count(valid), count(entry), count(timeless)
+
+
+def recording_gaps(table: Any, trace: Path | str, duration_ns: float) -> list[str]:
+    """Warnings for what the recording itself lacks (an audit): a run longer than
+    the recording, whose rates then count silent time after it, and events the
+    tracing buffer lost, a gap the replay cannot see."""
+    meta = table.schema.metadata or {}
+    out = []
+    try:
+        recorded_s = float(meta.get(b"irqlab.duration_s", b""))
+    except ValueError:
+        recorded_s = 0.0
+    if recorded_s > 0 and duration_ns / 1e9 > recorded_s * 1.001:
+        out.append(
+            f"{trace} was recorded for {recorded_s:g} s and the scenario runs {duration_ns / 1e9:g} s: its rates "
+            f'count the silent time after the recording; set duration = "{recorded_s:g}s" to compare them'
+        )
+    try:
+        lost = json.loads(meta.get(b"irqlab.snapshots", b"{}")).get("lost_events") or {}
+    except (ValueError, AttributeError):
+        lost = {}
+    if isinstance(lost, dict) and (n := sum(v for v in lost.values() if isinstance(v, int))) > 0:
+        out.append(
+            f"{trace}: the recording lost {n:,} events ({', '.join(sorted(lost))}: the tracing buffer filled); "
+            "the replay has a gap where they were"
+        )
+    return out
 
 
 def outside_window(got: dict[str, list[int]], warmup_ns: float, duration_ns: float) -> list[str]:
