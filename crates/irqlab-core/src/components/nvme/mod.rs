@@ -196,6 +196,22 @@ pub struct Cq {
     pub walk_due: Ps,
 }
 
+impl Cq {
+    /// The block layer admits the next held-back I/O if the queue has room
+    /// (a polled one joins the job's `iopoll_list`); its submission time.
+    fn admit_one(&mut self) -> Option<Ps> {
+        if self.outstanding >= self.depth {
+            return None;
+        }
+        let t = self.backlog.pop_front()?;
+        self.outstanding += 1;
+        if self.polled {
+            self.iopoll.push_back((t, false));
+        }
+        Some(t)
+    }
+}
+
 pub struct NvmeGroup {
     pub name: String,
     pub handler: Ps,
@@ -369,12 +385,7 @@ impl Component for Nvme {
                 };
                 for q in first_cq..me.cqs.len() as u32 {
                     let cq = &mut me.cqs[q as usize];
-                    while cq.outstanding < cq.depth {
-                        let Some(t) = cq.backlog.pop_front() else { break };
-                        cq.outstanding += 1;
-                        if cq.polled {
-                            cq.iopoll.push_back((t, false));
-                        }
+                    while let Some(t) = cq.admit_one() {
                         disk.sq.push_back((t, q));
                     }
                 }
@@ -713,12 +724,7 @@ fn admit<P: Has<Nvme>>(m: &mut Machine<P>, s: &mut Scheduler<Ev>, q: u32) {
     let cq = &mut me.cqs[q as usize];
     let d = cq.disk;
     let mut admitted = 0;
-    while cq.outstanding < cq.depth {
-        let Some(t) = cq.backlog.pop_front() else { break };
-        cq.outstanding += 1;
-        if cq.polled {
-            cq.iopoll.push_back((t, false));
-        }
+    while let Some(t) = cq.admit_one() {
         me.disks[d as usize].sq.push_back((t, q));
         admitted += 1;
     }

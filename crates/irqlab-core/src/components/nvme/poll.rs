@@ -79,15 +79,11 @@ pub(super) fn iopoll_pass<P: Has<Nvme>>(m: &mut Machine<P>, s: &mut Scheduler<Ev
         let taken: Vec<(Ps, bool)> = cq.iopoll.drain(i..i + run).collect();
         cq.posted.extend(taken.into_iter().map(|(t, _)| t));
     }
-    let reaped = !cq.posted.is_empty();
-    if reaped {
-        cq.walk_due += walk;
-    }
-    let (n, _) = reap_entries(m, s, c, q);
+    // The walk is paid before the batch's completions (`reap_entries` takes it),
+    // or, if the pass reaped nothing, by the next pass.
+    cq.walk_due += walk;
+    reap_entries(m, s, c, q);
     let cq = &mut m.parts.get().cqs[q as usize];
-    if n == 0 {
-        cq.walk_due += walk;
-    }
     // Completed requests left behind a gap, or entries that landed during the
     // pass's thread work, are found by the next pass.
     if !cq.posted.is_empty() || cq.iopoll_done > 0 {
