@@ -782,8 +782,9 @@ def signals_deferred() -> Iterator[None]:
         if held:
             # What would have happened then happens now: the handler in place
             # (the CLI's raises Terminated for SIGTERM), or Python's Ctrl-C.
-            handler = old[held[0]]
+            first = signal.Signals(held[0])
+            handler = old[first]
             if callable(handler):
-                handler(held[0], None)
-            elif held[0] == signal.SIGINT:
+                handler(first, None)
+            elif first == signal.SIGINT:
                 raise KeyboardInterrupt
