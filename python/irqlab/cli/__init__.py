@@ -78,6 +78,13 @@ ForceOpt = Annotated[
     bool,
     typer.Option("--force", help="Run even if the estimated events or memory pass the limits (see docs/bad-input.md)."),
 ]
+#: What the result's table shows beyond the summary (`run` and `replay`, whose footnote offers both).
+PerCpuOpt = Annotated[
+    bool, typer.Option("--per-cpu", help="Table: also the per-CPU and per-source rows (and their tables).")
+]
+AllOpt = Annotated[
+    bool, typer.Option("--all", help="Table: everything: every metric, every histogram statistic, every table.")
+]
 
 
 def _checked(kind: str) -> Callable[[Path | None], Path | None]:

@@ -28,8 +28,10 @@ from .._util import (
 from ..result import document
 from . import (
     NOT_PARQUET,
+    AllOpt,
     ForceOpt,
     JsonOpt,
+    PerCpuOpt,
     SeedOpt,
     SetFromOpt,
     SetOpt,
@@ -282,13 +284,8 @@ def replay(
     seed: SeedOpt = None,
     json_out: JsonOpt = None,
     force: ForceOpt = False,
-    per_cpu: Annotated[
-        bool, typer.Option("--per-cpu", help="Table: also the per-CPU and per-source rows (and their tables).")
-    ] = False,
-    all_: Annotated[
-        bool,
-        typer.Option("--all", help="Table: everything: every metric, every histogram statistic, every table."),
-    ] = False,
+    per_cpu: PerCpuOpt = False,
+    all_: AllOpt = False,
 ) -> None:
     """Feed recorded interrupt arrivals through a modelled machine and policy."""
     from ..host import replay as hrep

@@ -31,8 +31,10 @@ from .._util import (
 )
 from ..reproduce import variant_overrides
 from . import (
+    AllOpt,
     ForceOpt,
     JsonOpt,
+    PerCpuOpt,
     ScenarioArg,
     SeedOpt,
     SetFromOpt,
@@ -82,13 +84,8 @@ def run(
             show_default=False,
         ),
     ] = None,
-    per_cpu: Annotated[
-        bool, typer.Option("--per-cpu", help="Table: also the per-CPU and per-source rows (and their tables).")
-    ] = False,
-    all_: Annotated[
-        bool,
-        typer.Option("--all", help="Table: everything: every metric, every histogram statistic, every table."),
-    ] = False,
+    per_cpu: PerCpuOpt = False,
+    all_: AllOpt = False,
     force: ForceOpt = False,
 ) -> None:
     """Run a scenario and print a summary of its metrics.
