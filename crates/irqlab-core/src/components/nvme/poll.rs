@@ -76,8 +76,7 @@ pub(super) fn iopoll_pass<P: Has<Nvme>>(m: &mut Machine<P>, s: &mut Scheduler<Ev
     if let Some(i) = stop {
         let run = cq.iopoll.range(i..).take_while(|r| r.1).count();
         cq.iopoll_done -= run as u32;
-        let taken: Vec<(Ps, bool)> = cq.iopoll.drain(i..i + run).collect();
-        cq.posted.extend(taken.into_iter().map(|(t, _)| t));
+        cq.posted.extend(cq.iopoll.drain(i..i + run).map(|(t, _)| t));
     }
     // The walk is paid before the batch's completions (`reap_entries` takes it),
     // or, if the pass reaped nothing, by the next pass.
