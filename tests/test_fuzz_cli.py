@@ -69,7 +69,11 @@ def options() -> st.SearchStrategy[list[str]]:
     return st.lists(one, max_size=4).map(lambda xs: [a for x in xs for a in x])
 
 
-@settings(max_examples=examples(25), deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
+@settings(
+    max_examples=examples(25),
+    deadline=None,
+    suppress_health_check=[HealthCheck.function_scoped_fixture, HealthCheck.too_slow],
+)
 @given(command=st.sampled_from(["run", "validate", "sweep", "whatif"]), opts=options())
 def test_random_options_end_in_a_result_or_one_error_line(
     command: str, opts: list[str], small: Path, capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch
