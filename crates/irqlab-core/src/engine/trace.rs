@@ -4,7 +4,10 @@
 //! upstream field numbers, so no protoc is needed at build time.
 //!
 //! Recording is bounded by a time window and an event cap; slices that began
-//! inside the bounds are always ended, so the trace stays balanced.
+//! inside the bounds are always ended, so the trace stays balanced. A slice
+//! still open when the window starts (a CPU wedged with interrupts masked since
+//! boot, a task running through it) begins there, so the window shows what each
+//! CPU was doing; a trace cut by the cap says so in the file, on the first track.
 
 use super::time::{Ps, PS_PER_NS};
 use prost::Message;
@@ -88,8 +91,16 @@ pub struct TrackId(u32);
 
 struct TrackState {
     uuid: u64,
-    open: Vec<(bool, String)>, // per open slice: was its begin recorded, and its name
+    open: Vec<Open>,
     last_counter: Option<f64>,
+}
+
+/// An open slice of a track.
+struct Open {
+    /// Its begin was recorded (it began inside the bounds, or was open when the window started).
+    rec: bool,
+    category: &'static str,
+    name: String,
 }
 
 pub struct Tracer {
@@ -108,6 +119,9 @@ pub struct Tracer {
     tracks: Vec<TrackState>,
     /// The first event in the window refused for the cap.
     capped_at: Option<Ps>,
+    /// An event at or after `bounds.start` has been admitted: the slices open
+    /// then have been begun at `bounds.start` (`open_window`).
+    window_open: bool,
     /// Flows whose start was recorded and that no slice has ended yet: a
     /// slice ends only those, so a window or the cap that cut a flow's start
     /// (an MSI before `trace.start`) leaves no end without a start, which
@@ -132,6 +146,7 @@ impl Tracer {
             error: None,
             tracks: Vec::new(),
             capped_at: None,
+            window_open: false,
             open_flows: HashSet::new(),
             merged: HashMap::new(),
         }
@@ -187,10 +202,46 @@ impl Tracer {
     #[inline]
     fn admits(&mut self, t: Ps) -> bool {
         let inside = t >= self.bounds.start && t <= self.bounds.end;
+        if inside && !self.window_open {
+            self.open_window();
+        }
         if inside && self.events >= self.bounds.max_events && self.capped_at.is_none() {
             self.capped_at = Some(t);
         }
         inside && self.events < self.bounds.max_events
+    }
+
+    /// The first event inside the window: every slice still open from before
+    /// it begins at `bounds.start`, outermost first, track by track (a slice
+    /// that ran through the window's start would otherwise never show: a CPU
+    /// masked since boot read as idle; an audit). No flow ends there: the
+    /// flows those slices end began before the window.
+    #[cold]
+    fn open_window(&mut self) {
+        self.window_open = true;
+        let start = self.bounds.start;
+        for i in 0..self.tracks.len() {
+            let uuid = self.tracks[i].uuid;
+            for k in 0..self.tracks[i].open.len() {
+                if self.tracks[i].open[k].rec {
+                    continue;
+                }
+                if self.events >= self.bounds.max_events {
+                    // Past the cap an inner slice must not begin without its outer one.
+                    return;
+                }
+                let o = &mut self.tracks[i].open[k];
+                o.rec = true;
+                let ev = TrackEvent {
+                    r#type: Some(SLICE_BEGIN),
+                    track_uuid: Some(uuid),
+                    categories: vec![o.category.to_string()],
+                    name: Some(o.name.clone()),
+                    ..Default::default()
+                };
+                self.emit(start, ev);
+            }
+        }
     }
 
     /// When the trace stopped recording because it reached `max_events` (the
@@ -217,7 +268,7 @@ impl Tracer {
         }
         let rec = self.admits(t);
         let uuid = self.tracks[track.0 as usize].uuid;
-        self.tracks[track.0 as usize].open.push((rec, name.to_string()));
+        self.tracks[track.0 as usize].open.push(Open { rec, category, name: name.to_string() });
         let mut ends = Vec::new();
         if let Some(id) = flow_end {
             for f in std::iter::once(id).chain(self.merged.remove(&id).unwrap_or_default()) {
@@ -260,7 +311,7 @@ impl Tracer {
     /// The name of the innermost open slice of `track`, if its begin was
     /// recorded (one that began before the window or past the cap was not).
     pub fn recorded_open_name(&self, track: TrackId) -> Option<&str> {
-        self.tracks.get(track.0 as usize)?.open.last().filter(|(rec, _)| *rec).map(|(_, name)| name.as_str())
+        self.tracks.get(track.0 as usize)?.open.last().filter(|o| o.rec).map(|o| o.name.as_str())
     }
 
     /// Closes the innermost open slice of `track`.
@@ -270,7 +321,7 @@ impl Tracer {
         }
         let st = &mut self.tracks[track.0 as usize];
         let uuid = st.uuid;
-        if st.open.pop().is_some_and(|(rec, _)| rec) {
+        if st.open.pop().is_some_and(|o| o.rec) {
             // Ends are recorded even past the cap, so every recorded slice closes.
             self.emit(t, TrackEvent { r#type: Some(SLICE_END), track_uuid: Some(uuid), ..Default::default() });
         }
@@ -324,6 +375,18 @@ impl Tracer {
                 self.end(now, TrackId(i as u32));
             }
         }
+        if let (Some(t), Some(first)) = (self.capped_at, self.tracks.first()) {
+            // Past the cap, so a reader of the file alone sees why it goes quiet.
+            let uuid = first.uuid;
+            let ev = TrackEvent {
+                r#type: Some(INSTANT),
+                track_uuid: Some(uuid),
+                categories: vec!["irqlab".to_string()],
+                name: Some(format!("trace stopped: trace.max_events ({}) reached", self.bounds.max_events)),
+                ..Default::default()
+            };
+            self.emit(t, ev);
+        }
         let Some(mut sink) = self.sink.take() else { return Ok(Some(std::mem::take(&mut self.encoded))) };
         let done = sink.write_all(&self.encoded).and_then(|_| sink.flush()).and_then(|_| sink.get_ref().sync_all());
         match (self.error.take(), done) {
@@ -374,22 +437,67 @@ mod tests {
         tr.end(6000, cpu);
         let t = decode(&tr.finish(7000).unwrap().unwrap());
         let kinds: Vec<i32> = t.packet.iter().filter_map(|p| p.track_event.as_ref()).map(|e| e.r#type.unwrap()).collect();
-        assert_eq!(kinds, vec![1, 1, 1, 2, 2, 2]);
+        // The last: the instant that says the cap stopped the trace.
+        assert_eq!(kinds, vec![1, 1, 1, 2, 2, 2, 3]);
     }
 
+    /// A slice that ended before the window is left out; one still open at
+    /// its start begins there (with its category), under what begins inside.
     #[test]
-    fn window_excludes_early_slices_and_their_ends() {
+    fn a_slice_open_at_the_window_start_begins_there_and_one_ended_before_is_left_out() {
         let mut tr = Tracer::new(TraceBounds { start: 10_000, end: 20_000, max_events: 100 });
         let cpu = tr.track("cpu0", None);
+        let other = tr.track("cpu1", None);
+        tr.begin(1_000, other, "hardirq", "over before", None);
+        tr.end(2_000, other);
         tr.begin(5_000, cpu, "task", "early", None);
+        tr.begin(6_000, cpu, "kernel", "irqs off", None);
         tr.instant(11_000, cpu, "msi", "q0", Some(7));
         tr.begin(12_000, cpu, "hardirq", "in", Some(7));
         tr.end(13_000, cpu);
         tr.end(25_000, cpu);
+        tr.end(26_000, cpu);
         let t = decode(&tr.finish(30_000).unwrap().unwrap());
-        let evs: Vec<&TrackEvent> = t.packet.iter().filter_map(|p| p.track_event.as_ref()).collect();
-        assert_eq!(evs.len(), 3);
-        assert_eq!(evs[1].terminating_flow_ids, vec![7]);
+        let evs: Vec<(u64, i32, Option<&str>, Vec<String>)> = t
+            .packet
+            .iter()
+            .filter_map(|p| Some((p.timestamp?, p.track_event.as_ref()?)))
+            .map(|(ts, e)| (ts, e.r#type.unwrap(), e.name.as_deref(), e.categories.clone()))
+            .collect();
+        let cats = |c: &str| vec![c.to_string()];
+        assert_eq!(
+            evs,
+            vec![
+                (10, SLICE_BEGIN, Some("early"), cats("task")),
+                (10, SLICE_BEGIN, Some("irqs off"), cats("kernel")),
+                (11, INSTANT, Some("q0"), cats("msi")),
+                (12, SLICE_BEGIN, Some("in"), cats("hardirq")),
+                (13, SLICE_END, None, vec![]),
+                (25, SLICE_END, None, vec![]),
+                (26, SLICE_END, None, vec![]),
+            ]
+        );
+    }
+
+    /// A trace cut by the cap says so in the file, at the first event it
+    /// refused; under the cap it says nothing.
+    #[test]
+    fn a_capped_trace_says_where_it_stopped() {
+        let names = |max_events: usize| {
+            let mut tr = Tracer::new(TraceBounds { start: 0, end: u64::MAX, max_events });
+            let cpu = tr.track("cpu0", None);
+            for i in 0..5u64 {
+                tr.instant(i * 1_000, cpu, "msi", "q0", None);
+            }
+            let t = decode(&tr.finish(10_000).unwrap().unwrap());
+            t.packet
+                .iter()
+                .filter_map(|p| Some((p.timestamp?, p.track_event.as_ref()?.name.clone()?)))
+                .filter(|(_, n)| n != "q0")
+                .collect::<Vec<_>>()
+        };
+        assert_eq!(names(3), vec![(3, "trace stopped: trace.max_events (3) reached".to_string())]);
+        assert!(names(5).is_empty());
     }
 
     /// Every flow a slice ends was started in the trace, once: a start the

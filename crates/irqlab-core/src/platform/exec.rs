@@ -90,11 +90,17 @@ impl<P: Parts> Machine<P> {
         let guest = top.level == Level::Guest;
         // A running guest's mask does not hold back physical interrupts: they exit.
         if let Some(src) = cpu.pending.take(if guest { Mask::Open } else { top.mask }) {
+            if self.tracer.on() {
+                self.trace_pending(s.now(), c);
+            }
             self.take_physical(s, c, src);
             return true;
         }
         if guest {
             if let Some(src) = cpu.vpending.take(top.mask) {
+                if self.tracer.on() {
+                    self.trace_pending(s.now(), c);
+                }
                 self.take_virtual(s, c, src);
                 return true;
             }

@@ -31,7 +31,7 @@ impl<P: Parts> Machine<P> {
             HypPhase::Exit => self.set_phase(s, c, w(HypPhase::Handler), Mask::Daif, self.c.hyp_handler),
             HypPhase::Handler => self.set_phase(s, c, w(HypPhase::Inject), Mask::Daif, self.c.hyp_inject),
             HypPhase::Inject => {
-                self.inject(c, i, f);
+                self.inject(s.now(), c, i, f);
                 if self.under_halt(c) {
                     // Back to the halt, which the pending interrupt ends (`deliver`).
                     self.pop_frame(s, c);
@@ -47,14 +47,14 @@ impl<P: Parts> Machine<P> {
 
     /// Makes the virtual interrupt pending for the vCPU (a list register), or
     /// merges into the one already pending.
-    fn inject(&mut self, c: usize, i: u32, f: Frame) {
+    fn inject(&mut self, now: Ps, c: usize, i: u32, f: Frame) {
         let moved = std::mem::take(&mut self.srcs[i as usize].inflight);
-        self.vpend(c, i, f.origin, f.flow, moved);
+        self.vpend(now, c, i, f.origin, f.flow, moved);
     }
 
     /// Source `i`'s virtual interrupt pending at pCPU `c`, or merged into the
     /// one already pending; returns whether it is newly pending.
-    fn vpend(&mut self, c: usize, i: u32, raised: Ps, flow: u64, events: u32) -> bool {
+    fn vpend(&mut self, now: Ps, c: usize, i: u32, raised: Ps, flow: u64, events: u32) -> bool {
         let src = &mut self.srcs[i as usize];
         if src.vpending {
             src.vevents += events;
@@ -70,6 +70,9 @@ impl<P: Parts> Machine<P> {
         src.vevents = events;
         let prio = src.prio;
         self.cpus[c].vpending.push(i, prio);
+        if self.tracer.on() {
+            self.trace_pending(now, c);
+        }
         true
     }
 
@@ -80,7 +83,7 @@ impl<P: Parts> Machine<P> {
     /// when it next runs. `events` and `flow` are what the guest's handler
     /// delivers (0 when a host handler already counted the write).
     pub fn post_virtual(&mut self, s: &mut Scheduler<Ev>, i: u32, c: usize, raised: Ps, flow: u64, events: u32) {
-        if !self.vpend(c, i, raised, flow, events) {
+        if !self.vpend(s.now(), c, i, raised, flow, events) {
             return;
         }
         let prio = self.srcs[i as usize].prio;

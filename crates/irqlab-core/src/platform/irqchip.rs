@@ -45,6 +45,11 @@ impl Pending {
     }
 
     #[inline]
+    /// Interrupts waiting, of every priority (for the trace's counter).
+    pub fn len(&self) -> usize {
+        self.by_prio.iter().map(|q| q.len()).sum()
+    }
+
     pub fn is_empty(&self) -> bool {
         self.nonempty == 0
     }

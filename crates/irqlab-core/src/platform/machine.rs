@@ -245,6 +245,8 @@ pub struct Machine<P> {
     pub irq_exit: Ps,
     pub msi_tracks: Vec<TrackId>,
     pub backlog_track: Option<TrackId>,
+    /// Per CPU, the counter of interrupts pending at its controller (tracing only).
+    pub pending_tracks: Vec<TrackId>,
     /// When the backlog last written to `backlog_track` has drained: the
     /// counter is written at MSI writes only, so the next one first writes
     /// the 0 it fell to then (else the UI holds the value until that write).
@@ -253,6 +255,8 @@ pub struct Machine<P> {
     pub end: Ps,
     pub interval: Ps,
     pub series: BTreeMap<String, Series>,
+    /// Each series' counter track in the trace (made at its first point).
+    pub series_tracks: BTreeMap<String, TrackId>,
     pub last_sample: Snapshot,
     /// The components (`components::Components` in a real run).
     pub parts: P,
@@ -366,6 +370,12 @@ impl<P: Parts> Machine<P> {
             }
         }
         let backlog_track = if sc.fabric.msi_write.ps() > 0 { Some(tracer.counter_track("fabric backlog", "ns")) } else { None };
+        // Each CPU's interrupts waiting at its controller (physical and virtual), while tracing.
+        let pending_tracks: Vec<TrackId> = if tracer.on() {
+            (0..cpus.len()).map(|i| tracer.counter_track(&format!("cpu{i} pending irqs"), "irqs")).collect()
+        } else {
+            Vec::new()
+        };
         let span = end - warmup;
         let mut m = Machine {
             c: Costs {
@@ -421,11 +431,13 @@ impl<P: Parts> Machine<P> {
             irq_exit,
             msi_tracks,
             backlog_track,
+            pending_tracks,
             backlog_drained: 0,
             warmup,
             end,
             interval: sc.stats.series_interval.map(|t| t.ps()).unwrap_or((span / 100).max(1)),
             series: BTreeMap::new(),
+            series_tracks: BTreeMap::new(),
             last_sample: Default::default(),
             parts: P::default(),
         };
@@ -585,6 +597,9 @@ impl<P: Parts> Machine<P> {
         // A running guest does not mask physical interrupts: they exit to the hypervisor.
         if !(top.level == Level::Guest || top.mask.admits(prio)) || self.asleep(s, c) {
             self.cpus[c].pending.push(i, prio);
+            if self.tracer.on() {
+                self.trace_pending(s.now(), c);
+            }
             return;
         }
         self.pause_top(s, c);
@@ -597,8 +612,18 @@ impl<P: Parts> Machine<P> {
             }
         } else {
             self.cpus[c].pending.push(i, prio);
+            if self.tracer.on() {
+                self.trace_pending(s.now(), c);
+            }
         }
         self.run_top(s, c);
+    }
+
+    /// Writes CPU `c`'s count of pending interrupts to its counter track.
+    #[cold]
+    pub fn trace_pending(&mut self, now: Ps, c: usize) {
+        let n = self.cpus[c].pending.len() + self.cpus[c].vpending.len();
+        self.tracer.counter(now, self.pending_tracks[c], n as f64);
     }
 
     /// Lifetime count of writes not yet handed to a handler.

@@ -9,6 +9,17 @@ use crate::platform::machine::{Machine, Parts, Snapshot};
 const CLASS_SHARES: [&str; 6] = ["idle_share", "user_share", "kernel_share", "hardirq_share", "softirq_share", "hyp_share"];
 const _: () = assert!(CLASS_SHARES.len() == CLASSES.len());
 
+/// A series' unit in the trace's counter track, from its name.
+fn series_unit(name: &str) -> &'static str {
+    match name {
+        n if n.ends_with("_per_s") || n == "iops" => "/s",
+        n if n.ends_with("_share") => "share",
+        n if n.ends_with("_gbps") => "Gbit/s",
+        n if n.ends_with("_ns") => "ns",
+        _ => "",
+    }
+}
+
 impl<P: Parts> Machine<P> {
     fn snapshot(&mut self, now: Ps) -> Snapshot {
         for c in &mut self.cpus {
@@ -22,9 +33,22 @@ impl<P: Parts> Machine<P> {
         }
     }
 
-    /// Pushes a point of a time series (a component's too).
+    /// Pushes a point of a time series (a component's too), and writes it to
+    /// the trace as a counter of the same name: the trace's rates
+    /// (interrupts/s, IOPS, goodput) and GSIM's delay.
     pub fn push_series(&mut self, name: &str, now: Ps, v: f64) {
         self.series.entry(name.to_string()).or_default().push(now, v);
+        if self.tracer.on() {
+            let track = match self.series_tracks.get(name) {
+                Some(&t) => t,
+                None => {
+                    let t = self.tracer.counter_track(name, series_unit(name));
+                    self.series_tracks.insert(name.to_string(), t);
+                    t
+                }
+            };
+            self.tracer.counter(now, track, v);
+        }
     }
 
     pub fn sample(&mut self, now: Ps) {
@@ -32,12 +56,11 @@ impl<P: Parts> Machine<P> {
         let prev = std::mem::replace(&mut self.last_sample, cur.clone());
         let dt = ps_to_s(self.interval);
         let cpu_ps = self.interval as f64 * self.cpus.len() as f64;
-        let mut push = |name: &str, v: f64| self.series.entry(name.to_string()).or_default().push(now, v);
-        push("interrupts_per_s", (cur.irqs - prev.irqs) as f64 / dt);
-        push("hardirq_share", (cur.hardirq - prev.hardirq) as f64 / cpu_ps);
-        push("busy_share", 1.0 - (cur.idle - prev.idle) as f64 / cpu_ps);
+        self.push_series("interrupts_per_s", now, (cur.irqs - prev.irqs) as f64 / dt);
+        self.push_series("hardirq_share", now, (cur.hardirq - prev.hardirq) as f64 / cpu_ps);
+        self.push_series("busy_share", now, 1.0 - (cur.idle - prev.idle) as f64 / cpu_ps);
         if !self.tasks.is_empty() {
-            push("ops_per_s", (cur.ops - prev.ops) as f64 / dt);
+            self.push_series("ops_per_s", now, (cur.ops - prev.ops) as f64 / dt);
         }
         P::sample(self, now);
     }
