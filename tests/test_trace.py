@@ -99,11 +99,24 @@ def test_msi_writes_flow_to_their_handler_slices(trace):
     assert linked >= 0.5 * len(starts) > 0
 
 
-def test_counter_tracks_carry_values(trace):
-    counters = [ev for _, ev in events(trace) if ev.type == COUNTER]
-    if not counters:
-        pytest.skip("the model records no counter tracks for this scenario")
-    assert all(ev.HasField("double_counter_value") or ev.HasField("counter_value") for ev in counters)
+def test_counter_tracks_carry_the_rates_and_each_cpus_pending_interrupts(trace):
+    """The design's counter tracks: rates (every time series, sampled as the run
+    samples it) and queue depths (each CPU's interrupts pending at its
+    controller, written when it changes)."""
+    names = tracks(trace)
+    values: dict[str, list[float]] = defaultdict(list)
+    for _, ev in events(trace):
+        if ev.type == COUNTER:
+            assert ev.HasField("double_counter_value"), ev
+            values[names[ev.track_uuid]].append(ev.double_counter_value)
+    assert {"interrupts_per_s", "hardirq_share", "busy_share"} <= set(values), sorted(values)
+    rate = values["interrupts_per_s"]
+    assert all(v >= 0 for v in rate) and any(v > 0 for v in rate) and all(0 <= v <= 1 for v in values["hardirq_share"])
+    pending = {n: v for n, v in values.items() if n.endswith(" pending irqs")}
+    assert pending, sorted(values)
+    # A count that rises and falls, never below zero, in whole interrupts.
+    assert all(x >= 0 and x == int(x) for v in pending.values() for x in v)
+    assert any(x > 0 for v in pending.values() for x in v) and any(x == 0 for v in pending.values() for x in v)
 
 
 @pytest.mark.parametrize(
@@ -239,6 +252,11 @@ def test_a_trace_cut_at_its_event_cap_says_so(small, tmp_path):
     [line] = [x for x in p.stderr.splitlines() if "trace" in x]
     assert line.startswith("warning: the trace stops at ") and "trace.max_events" in line, p.stderr
     assert "the trace stops" in " ".join(json.loads((tmp_path / "r.json").read_text())["warnings"])
+    # And the file itself says so, for whoever opens it alone.
+    t = Trace()
+    t.ParseFromString(out.read_bytes())
+    said = [ev.name for _, ev in events(t) if ev.type == INSTANT and ev.name.startswith("trace stopped")]
+    assert said == ["trace stopped: trace.max_events (100) reached"], said
     p = run_cli("run", small, "--trace", out)
     assert_ok(p)
     assert "the trace stops" not in p.stderr
@@ -320,3 +338,25 @@ def test_a_handler_that_loops_and_a_mask_are_one_slice_each(tmp_path):
             held = metrics["gsim.handled_in_timer"]
             assert handlers + held + timers == metrics["interrupts"], (handlers, held, timers, metrics["interrupts"])
             assert masks == metrics["gsim.masked_while_disabled"] > 100, masks
+
+
+def test_a_slice_open_when_the_window_starts_begins_there(tmp_path):
+    """The backtrace's wedged CPUs mask interrupts from the start of the run:
+    in a window that starts later, their masked sections begin at its start
+    (they were left out, and CPU 5 looked idle, CPU 6 empty under its NMI)."""
+    out = tmp_path / "t.pftrace"
+    start_ns = 20_015_000
+    sets = ["warmup=19.9ms", "duration=20.2ms", f"trace.start={start_ns}ns", "trace.max_events=20000"]
+    args = ["run", irqlab.SCENARIOS_DIR / "examples/m1-backtrace.toml", "--trace", out]
+    assert_ok(run_cli(*args, *[a for s in sets for a in ("--set", s)]))
+    t = Trace()
+    t.ParseFromString(out.read_bytes())
+    uuid = {name: u for u, name in tracks(t).items()}
+    sl = _slices(t)
+    for cpu in ("cpu5", "cpu6"):
+        assert (start_ns, "irqs off") in [(b, name) for b, _, name in sl[uuid[cpu]]], sl[uuid[cpu]]
+    # Nothing before the window, and CPU 6's NMI handler nests inside its masked section.
+    assert min(ts for ts, _ in events(t)) >= start_ns
+    [(b, e, _)] = [x for x in sl[uuid["cpu6"]] if x[2] == "irqs off"]
+    nmi = [x for x in sl[uuid["cpu6"]] if "pseudo-nmi" in x[2]]
+    assert nmi and all(b <= nb and ne <= e for nb, ne, _ in nmi), (b, e, nmi)
