@@ -461,7 +461,12 @@ def test_unbounded_work_is_refused_naming_the_key_unless_forced(small, tmp_path)
         "zero.toml",
         'name = "z"\nduration = "1ms"\n[[task]]\nname = "t"\nwork = "0ns"\nexception = "syscall"\n',
     )
-    assert_user_error(run_cli("run", zero), "task.0.work", "takes no time")
+    assert_user_error(run_cli("run", zero), "task[0].work", "takes no time")
+    # Refused under --force too, for every exception (a page fault and a yield
+    # with no costs ran at one instant for ever, deaf to Ctrl-C; an audit).
+    for exc in ("syscall", "pagefault", "yield"):
+        sets = ["--set", f"task.0.exception={exc}", "--set", "task.0.count=2"]
+        assert_user_error(run_cli("run", zero, "--force", *sets, timeout=60), "task[0].work", "takes no time")
     assert_user_error(run_cli("sweep", flood, "--grid", "seed=1,2"), "source.0.rate", "grid point")
     assert not out.exists()
     # The events ceiling is a documented default; --force runs past it.

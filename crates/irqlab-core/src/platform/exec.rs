@@ -31,6 +31,13 @@ impl<P: Parts> Machine<P> {
         if self.c.cstates && self.cpus[c].waking {
             return; // leaving an idle state: `Ev::Wake` runs it
         }
+        // Zero-length phases finished here, at one instant: past this many the
+        // next one ends through the queue, so that a loop that never advances
+        // time (which validation refuses, but a yield left to the budget and
+        // `--force` can still make) stays in the engine's loop, where Ctrl-C
+        // and the event cap are seen. No real run comes near it.
+        const ZERO_TIME_GUARD: u32 = 1 << 12;
+        let mut zero = 0u32;
         loop {
             // Delivering, or ending a phase, can pend an interrupt whose own
             // run_top starts the new top: then it runs, and arming a second
@@ -43,7 +50,8 @@ impl<P: Parts> Machine<P> {
                 continue;
             }
             let left = self.cpus[c].top().left;
-            if left == 0 {
+            if left == 0 && zero < ZERO_TIME_GUARD {
+                zero += 1;
                 self.phase_done(s, c);
                 if self.cpus[c].timer.is_some() {
                     return;

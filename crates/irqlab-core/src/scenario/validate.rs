@@ -145,6 +145,19 @@ pub fn check(s: &Scenario) -> Check {
         if t.exception == ExceptionKind::None && t.work.ps() == 0 {
             return err(format!("{p}.work"), "a task with no exception needs work above 0 (it would loop in zero time)");
         }
+        // Any other pass that takes no time loops at one instant for ever, and
+        // `--force` (which lifts the budget that would catch it) let it hang
+        // past Ctrl-C (an audit). A yield may take its time in the switch to
+        // another task, so the budget judges that one.
+        let around =
+            if t.exception == ExceptionKind::None { 0 } else { s.cpu.exception_entry.ps().saturating_add(s.cpu.exception_exit.ps()) };
+        let pass = t.work.ps().saturating_add(t.body_time(&s.cpu, &s.pagefault).ps()).saturating_add(around);
+        if pass == 0 && !(t.exception == ExceptionKind::Yield && s.cpu.context_switch.ps() > 0) {
+            return err(
+                format!("{p}.work"),
+                "one pass of the task's loop takes no time (work, its exception's body and cpu.exception_entry/exit are all 0): give any of them a cost above 0",
+            );
+        }
         if let Some(per_op) = t.per_op {
             let around = t.work.ps().saturating_add(s.cpu.exception_entry.ps()).saturating_add(s.cpu.exception_exit.ps());
             if t.exception == ExceptionKind::None {
