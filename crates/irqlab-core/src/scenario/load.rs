@@ -44,6 +44,10 @@ fn load_value(mut value: toml::Value, origin: &str, overrides: &[String]) -> Res
     for o in overrides {
         overrides::apply(&mut value, o).map_err(|m| ScenarioError(format!("--set {}: {}", escaped(o), one_line(&m))))?;
     }
+    if let Some(path) = array_for_table(&value) {
+        let path = escaped(&path);
+        return Err(ScenarioError(format!("{origin}: {}{path}: expected a table, got an array", from_override(overrides, &path))));
+    }
     // Checked once the types are: a key of the wrong type is the more precise error.
     let unread = unread_beside_kvm(&value);
     let tasks_without_cpus: Vec<bool> = match value.get("task") {
@@ -163,27 +167,7 @@ fn plain_shapes(msg: &str, path: &str) -> String {
 /// The names a key of the scenario takes (`source[0].arrival` → poisson,
 /// periodic), from its JSON Schema; `None` if the key is not a plain enum.
 fn enum_names(path: &str) -> Option<Vec<String>> {
-    static SCHEMA: std::sync::OnceLock<serde_json::Value> = std::sync::OnceLock::new();
-    let root = SCHEMA.get_or_init(|| serde_json::to_value(schemars::schema_for!(Scenario)).unwrap_or_default());
-    // Follows `$ref`, a lone `allOf` (how schemars wraps a field with a default)
-    // and an `anyOf` of a schema and null (an optional section or key).
-    let resolve = |mut v: &'static serde_json::Value| -> Option<&'static serde_json::Value> {
-        for _ in 0..8 {
-            let any_of = v.get("anyOf").and_then(|a| a.as_array()).map(|a| a.as_slice());
-            let is_null = |x: &serde_json::Value| x.get("type").and_then(|t| t.as_str()) == Some("null");
-            if let Some(r) = v.get("$ref").and_then(|r| r.as_str()) {
-                v = root.pointer(r.strip_prefix('#')?)?;
-            } else if let Some([one]) = v.get("allOf").and_then(|a| a.as_array()).map(|a| a.as_slice()) {
-                v = one;
-            } else if let Some([a, b]) = any_of.filter(|a| a.iter().any(is_null)) {
-                v = if is_null(a) { b } else { a };
-            } else {
-                break;
-            }
-        }
-        Some(v)
-    };
-    let mut node = resolve(root)?;
+    let mut node = resolve(schema_root())?;
     for seg in path.split(['.', '[', ']']).filter(|s| !s.is_empty()) {
         node = if seg.bytes().all(|b| b.is_ascii_digit()) { node.get("items")? } else { node.get("properties")?.get(seg)? };
         node = resolve(node)?;
@@ -198,6 +182,58 @@ fn enum_names(path: &str) -> Option<Vec<String>> {
         names.extend(p.get("enum")?.as_array()?.iter().map(|n| n.as_str().map(str::to_string)).collect::<Option<Vec<_>>>()?);
     }
     (!names.is_empty()).then_some(names)
+}
+
+/// The scenario's JSON Schema, as a value.
+fn schema_root() -> &'static serde_json::Value {
+    static SCHEMA: std::sync::OnceLock<serde_json::Value> = std::sync::OnceLock::new();
+    SCHEMA.get_or_init(|| serde_json::to_value(schemars::schema_for!(Scenario)).unwrap_or_default())
+}
+
+/// Follows `$ref`, a lone `allOf` (how schemars wraps a field with a default)
+/// and an `anyOf` of a schema and null (an optional section or key).
+fn resolve(mut v: &'static serde_json::Value) -> Option<&'static serde_json::Value> {
+    let root = schema_root();
+    for _ in 0..8 {
+        let any_of = v.get("anyOf").and_then(|a| a.as_array()).map(|a| a.as_slice());
+        let is_null = |x: &serde_json::Value| x.get("type").and_then(|t| t.as_str()) == Some("null");
+        if let Some(r) = v.get("$ref").and_then(|r| r.as_str()) {
+            v = root.pointer(r.strip_prefix('#')?)?;
+        } else if let Some([one]) = v.get("allOf").and_then(|a| a.as_array()).map(|a| a.as_slice()) {
+            v = one;
+        } else if let Some([a, b]) = any_of.filter(|a| a.iter().any(is_null)) {
+            v = if is_null(a) { b } else { a };
+        } else {
+            break;
+        }
+    }
+    Some(v)
+}
+
+/// The first key (`platform`, `source[0]`) whose schema is a table but whose
+/// value is an array. serde's derived structs also read a sequence, field by
+/// field in order, so `platform = [8, 2]` had run as 8 CPUs on 2 sockets and
+/// `trace = []` had passed (an audit): such a key is refused before serde.
+fn array_for_table(value: &toml::Value) -> Option<String> {
+    fn walk(v: &toml::Value, node: &'static serde_json::Value, path: &str) -> Option<String> {
+        let node = resolve(node)?;
+        match v {
+            toml::Value::Array(_) if node.get("properties").is_some() => Some(path.to_string()),
+            toml::Value::Array(items) => {
+                let each = node.get("items")?;
+                items.iter().enumerate().find_map(|(i, x)| walk(x, each, &format!("{path}[{i}]")))
+            }
+            toml::Value::Table(t) => {
+                let props = node.get("properties")?;
+                t.iter().find_map(|(k, x)| {
+                    let at = if path.is_empty() { k.clone() } else { format!("{path}.{k}") };
+                    walk(x, props.get(k)?, &at)
+                })
+            }
+            _ => None,
+        }
+    }
+    walk(value, schema_root(), "")
 }
 
 /// `--set SPEC: ` when the key at fault (`source[0].rate`) is one an override

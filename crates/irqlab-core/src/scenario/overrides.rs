@@ -4,10 +4,17 @@
 
 pub fn apply(root: &mut toml::Value, spec: &str) -> Result<(), String> {
     let (path, raw) = spec.split_once('=').ok_or("expected key.path=value")?;
-    let path = path.trim().replace('[', ".").replace(']', "");
-    let keys: Vec<&str> = path.split('.').filter(|k| !k.is_empty()).collect();
-    if keys.is_empty() {
+    // `source[0].rate` is `source.0.rate`; any other empty segment is a typo
+    // (`.duration`, `source..0.count` had been applied as if it were not there).
+    let path = path.trim();
+    let dotted = path.replace("][", ".").replace("].", ".").replace('[', ".").replace(']', ".");
+    let path = if path.ends_with(']') { dotted.strip_suffix('.').unwrap_or(&dotted) } else { &dotted };
+    if path.is_empty() {
         return Err("expected key.path=value, the key path is empty".into());
+    }
+    let keys: Vec<&str> = path.split('.').collect();
+    if keys.iter().any(|k| k.is_empty()) {
+        return Err(format!("empty segment in the key path \"{path}\": expected names and indexes joined by single dots"));
     }
     let value = parse_value(raw.trim());
     let mut cur = root;

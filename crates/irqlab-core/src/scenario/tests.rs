@@ -228,3 +228,29 @@ fn every_component_s_work_counts_in_the_run_s_estimate() {
         assert_eq!(k, key, "{file}: {msg}");
     }
 }
+
+/// An array where the format has a table is refused, naming the key (serde's
+/// structs read a sequence field by field: `platform = [8, 2]` ran as 8 CPUs
+/// on 2 sockets); so are key paths with an empty segment.
+#[test]
+fn arrays_for_tables_and_empty_key_segments_are_refused() {
+    for (sets, key, what) in [
+        (vec!["platform=[8,2]"], "platform", "expected a table, got an array"),
+        (vec!["trace=[]"], "trace", "expected a table, got an array"),
+        (vec!["source.0=[\"a\", 2]"], "source[0]", "expected a table, got an array"),
+        (vec![".duration=1ms"], ".duration", "empty segment"),
+        (vec!["duration.=1ms"], "duration.", "empty segment"),
+        (vec!["source..0.count=1"], "source..0.count", "empty segment"),
+    ] {
+        let e = load(BASE, "s.toml", &sets.iter().map(|s| s.to_string()).collect::<Vec<_>>())
+            .map(|_| "loaded".to_string())
+            .unwrap_or_else(|e| e.0);
+        assert!(e.contains(key) && e.contains(what), "{sets:?}: {e}");
+    }
+    let e = err_of(&BASE.replace("[platform]\ncpus = 2", "platform = [4]"), &[]);
+    assert!(e.contains("platform: expected a table, got an array"), "{e}");
+    // The forms that are right still load: brackets, a trailing index, a list of tables.
+    let ok: Vec<String> = ["source[0].count=2", "source.0.count=3", "source[0].cpus=[1]"].iter().map(|s| s.to_string()).collect();
+    let sc = load(BASE, "s.toml", &ok).unwrap();
+    assert_eq!((sc.sources[0].count, sc.sources[0].cpus.clone()), (3, vec![1]));
+}

@@ -154,12 +154,18 @@ pub fn check(list: &[Nic], ctx: &Ctx, names: &mut HashSet<String>) -> Check {
         if !names.insert(n.name.clone()) {
             return err(format!("{p}.name"), format!("\"{}\" is used twice", n.name));
         }
-        let link = n.link_gbps.unwrap_or(n.gbps);
-        if !(n.gbps > 0.0 && n.gbps <= link && link <= 1600.0) {
-            return err(
-                format!("{p}.gbps"),
-                format!("{}: expected above 0 and at most the link speed ({link} Gbit/s, at most 1600)", n.gbps),
-            );
+        // The link first, under its own key: a bad offered rate read as the link
+        // speed in the message when no link_gbps was given (an audit).
+        if let Some(link) = n.link_gbps.filter(|l| !(*l > 0.0 && *l <= 1600.0)) {
+            return err(format!("{p}.link_gbps"), format!("{link}: expected above 0 and at most 1600 (Gbit/s)"));
+        }
+        let link = n.link_gbps.unwrap_or(1600.0);
+        if !(n.gbps > 0.0 && n.gbps <= link) {
+            let limit = match n.link_gbps {
+                Some(l) => format!("at most the link speed, link_gbps = {l}"),
+                None => "at most 1600".to_string(),
+            };
+            return err(format!("{p}.gbps"), format!("{}: expected above 0 (Gbit/s) and {limit}", n.gbps));
         }
         if n.socket >= ctx.sockets {
             return err(format!("{p}.socket"), format!("{}: expected 0 to platform.sockets - 1 ({})", n.socket, ctx.sockets - 1));
@@ -171,8 +177,11 @@ pub fn check(list: &[Nic], ctx: &Ctx, names: &mut HashSet<String>) -> Check {
         if n.train == 0 || n.train > 4096 {
             return err(format!("{p}.train"), format!("{}: expected 1 (Poisson frames) to 4096 frames per train", n.train));
         }
-        if n.ring == 0 || n.budget == 0 {
-            return err(format!("{p}.ring"), "ring and budget must be at least 1");
+        if n.ring == 0 {
+            return err(format!("{p}.ring"), "0: expected at least 1 descriptor");
+        }
+        if n.budget == 0 {
+            return err(format!("{p}.budget"), "0: expected at least 1 packet a poll");
         }
         for (j, (b, w)) in n.packets.iter().enumerate() {
             if !((60..=9216).contains(b) && *w > 0.0 && w.is_finite()) {

@@ -184,6 +184,17 @@ fn functions_of_one_device_agree_on_what_they_share() {
     let e = load(&two(""), &["nic.0.posted_credits=6", "nic.1.posted_credits=6"]).unwrap_err();
     assert!(e.contains("nic[0].posted_credits: 6: expected 7"), "{e}");
     assert_eq!(load(&two(""), &["nic.0.posted_credits=7", "nic.1.posted_credits=7"]), Ok(()));
+    // Each key is blamed for its own value (a zero budget blamed the ring, and a
+    // bad rate read as the link speed).
+    for (set, says) in [
+        ("nic.0.budget=0", "nic[0].budget: 0: expected at least 1"),
+        ("nic.0.ring=0", "nic[0].ring: 0: expected at least 1"),
+        ("nic.0.link_gbps=2000", "nic[0].link_gbps: 2000: expected above 0 and at most 1600"),
+        ("nic.0.gbps=-1", "nic[0].gbps: -1: expected above 0 (Gbit/s) and at most the link speed, link_gbps = 100"),
+    ] {
+        let e = load(&two(""), &[set]).unwrap_err();
+        assert!(e.contains(says) && e.contains(&format!("--set {set}")), "{set}: {e}");
+    }
     // Sharing one device, the two run and lose no frame.
     let out = audited(&two(""), &["duration=2ms"]);
     assert!(out.report.metrics["nic.pf.rx_gbps"] > 30.0 && out.report.metrics["nic.vf.rx_gbps"] > 30.0);
