@@ -101,6 +101,16 @@ def test_a_rounded_count_says_the_factor_it_ran(small: Path) -> None:
     assert rows[2][:3] == ["source.0.rate", "0.333", "33,300/s"] and rows[3][:3] == ["source.0.rate", "2", "200,000/s"]
 
 
+def test_a_key_written_two_ways_is_one_row_and_a_rounded_time_says_what_it_ran(small: Path) -> None:
+    """`source[0].rate` is `source.0.rate` (it ran twice, once without its unit);
+    a time rounds to whole ps as the core's clock does (3 ps x 0.5 runs 2 ps)."""
+    from irqlab.sensitivity import check_params, run_factor
+
+    assert check_params(["source.0.rate", "source[0].rate", " source.0.rate "]) == ["source.0.rate"]
+    assert run_factor("3ps", "1.5ps") == pytest.approx(2 / 3) and run_factor("325ns", "162.5ns") == 0.5
+    assert run_factor(3, 2) == pytest.approx(2 / 3) and run_factor("1M/s", "2M/s") == 2
+
+
 def test_scaled_times_and_rates_read_back_as_the_core_parses_them() -> None:
     assert _core.parse_time_ps(str(scale_value("325ns", 0.5))) == 162_500
     assert _core.parse_time_ps(str(scale_value("39700ps", 2))) == 79_400
@@ -159,6 +169,14 @@ def test_tornado_puts_the_largest_change_first() -> None:
         (["--param", "cpu.pmr.pmhe"], ["--param cpu.pmr.pmhe", "false is a boolean"]),
         (["--param", "gsim.delay_us"], ["--param gsim.delay_us", "not set"]),
         (["--param", "seed"], ["--param seed", "--seed"]),
+        # What is checked or recorded, not simulated: rows of +0.00 % (an audit).
+        (["--param", "expect.0.published"], ["--param expect.0.published", "[expect] is not a simulation input"]),
+        (["--param", "trace.max_events"], ["--param trace.max_events", "[trace] is not a simulation input"]),
+        # A time at the clock's resolution that the factor leaves where it was (0.5 ps runs as 1 ps).
+        (
+            ["--param", "fabric.msi_write", "--set", 'fabric.msi_write="1ps"', "--factor", "0.5"],
+            ["--param fabric.msi_write", "is 0.5 ps again"],
+        ),
         ([], ["at least one --param"]),
         (["--param", "fabric.msi_write", "--factor", "0"], ["--factor '0'", "from 0.001 to 1000"]),
         (["--param", "fabric.msi_write", "--factor", "0.5,-2"], ["--factor '-2'", "from 0.001 to 1000"]),

@@ -468,7 +468,14 @@ def sensitivity_section(entries: Sequence[dict[str, Any]], rows: Sequence[dict[s
             for f in e["factors"]:
                 r = next((r for r in e["runs"] if r["param"] == name and r["factor"] == f), None)
                 value, change = (None, None) if r is None else (r["metrics"][metric], r["change"][metric])
-                cells += f"<td>{number(value, unit)}</td><td>{_pct(change)}</td>"
+                # A count (or a time at the clock's ps) rounds: say the factor it ran
+                # at and the value it was set to, as the command's own table does.
+                ran = (
+                    ""
+                    if r is None or r.get("ran_factor") in (None, f)
+                    else f" (ran x{r['ran_factor']:.3g}: {escape(shown(r['value'], name))})"
+                )
+                cells += f"<td>{number(value, unit)}{ran}</td><td>{_pct(change)}</td>"
             original = escape(shown(e["base"]["values"][name], name))
             out.append(f'<tr><td class="l">{escape(name)}</td><td>{original}</td>{cells}</tr>')
         out.append("</table>")

@@ -88,7 +88,18 @@ def check_params(params: Sequence[str] | None) -> list[str]:
         if keys == ["seed"]:
             # Scaling a seed changes the random draws, not a parameter: the change it shows is noise.
             raise UserError("--param seed: the seed is not a parameter to scale; every run uses the same --seed")
-    return list(dict.fromkeys(p.strip() for p in params))
+        if keys[0] in NOT_INPUTS:
+            # Their rows read +0.00 %, "insensitive", where nothing was varied (an audit).
+            raise UserError(
+                f"--param {p}: [{keys[0]}] is not a simulation input; "
+                "expected a key of the model, e.g. fabric.msi_write"
+            )
+    # One row per key, however it is written (`source[0].rate` is `source.0.rate`).
+    return list(dict.fromkeys(".".join(split_key(p)) for p in params))
+
+
+#: Top-level keys that say what to check, show or record, not what to simulate.
+NOT_INPUTS = frozenset({"name", "description", "expect", "variants", "cite", "trace", "stats"})
 
 
 def split_key(key: str) -> list[str]:
@@ -211,18 +222,25 @@ def _resolve(node: dict[str, Any], defs: dict[str, Any]) -> tuple[dict[str, Any]
     return node, names
 
 
+def _as_run(v: Any) -> float | None:
+    """The number the core runs for a value: a time in whole picoseconds (its
+    clock: "1.5ps" runs as 2 ps), anything else as written; None if not a number."""
+    if isinstance(v, (int, float)) and not isinstance(v, bool):
+        return float(v)
+    if isinstance(v, str) and (m := _QUANTITY.fullmatch(v)) is not None:
+        x, unit = float(m.group(1)), m.group(2)
+        return float(math.floor(x * _PS_PER[unit] + 0.5)) if unit in _PS_PER else x
+    return None
+
+
 def run_factor(original: Any, value: Any) -> float | None:
     """The factor a scaled value really is of its original (a count rounds:
-    25 x 0.5 runs 13, x 0.52); None if either is not a number."""
-    nums = []
-    for v in (original, value):
-        if isinstance(v, (int, float)) and not isinstance(v, bool):
-            nums.append(float(v))
-        elif isinstance(v, str) and (m := _QUANTITY.fullmatch(v)) is not None:
-            nums.append(float(m.group(1)))
-        else:
-            return None
-    return nums[1] / nums[0] if nums[0] else None
+    25 x 0.5 runs 13, x 0.52; a time rounds to whole ps); None if either is
+    not a number."""
+    a, b = _as_run(original), _as_run(value)
+    if a is None or b is None:
+        return None
+    return b / a if a else None
 
 
 def shown(value: Any, key: str | None = None) -> str:
@@ -268,7 +286,7 @@ def variations(scenario: dict[str, Any], params: Sequence[str], factors: Sequenc
                 raise UserError(f"--param {p}: {e}; expected a numeric key like fabric.msi_write") from None
             # A 0 (a cost left at its default), or a count that rounds back: a row
             # of +0.00 % would read as "insensitive" where nothing was varied.
-            if new == v:
+            if new == v or (_as_run(new) is not None and _as_run(new) == _as_run(v)):
                 raise UserError(
                     f"--param {p}: {shown(v)} x {f:g} is {shown(new)} again, so its row would vary nothing; "
                     "expected a parameter whose value the factors change"
