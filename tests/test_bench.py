@@ -53,6 +53,8 @@ def test_bench_scale_times_the_same_interrupts_on_more_cpus(tmp_path):
     assert rows[0]["vs_smallest"] == 1.0 and rows[0]["loop_vs_smallest"] == 1.0
     for r in rows:
         assert r["events_per_wall_s"] > 0 and r["peak_rss_mb"] > 0, r
+        # The run's own memory: the process's peak over its start, never above the peak.
+        assert 0 <= r["run_rss_mb"] < r["peak_rss_mb"], r
         # The loop is the wall time less the setup (a 1 ns run of the same machine).
         assert 0 < r["setup_s"] < r["wall_s"], r
         loop = r["events"] / (r["wall_s"] - r["setup_s"])

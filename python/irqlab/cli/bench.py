@@ -106,11 +106,13 @@ def bench(
             m["interrupts"] / w / r for w, r in zip(walls, peer_runs[i], strict=True)
         )
     for i, (_, shown) in enumerate(peers):
+        # The median round first: each round's two runs met the same machine,
+        # where the fastest of irqlab's 0.1 s runs can find a quiet moment that
+        # a peer's 20 s run cannot (an audit).
         err.print(
-            f"peer {i} ({shown}): {peer_rates[i]:,.0f} interrupts per wall-second; "
-            f"irqlab {metrics[f'peer.{i}.irqlab_times']:,.1f}x "
-            f"(fastest against fastest; {metrics[f'peer.{i}.irqlab_times_median_round']:,.1f}x "
-            f"at the median of {repeat} rounds)",
+            f"peer {i} ({shown}): {peer_rates[i]:,.0f} interrupts per wall-second at its fastest; "
+            f"irqlab {metrics[f'peer.{i}.irqlab_times_median_round']:,.1f}x at the median of {repeat} rounds "
+            f"(each round's runs side by side; {metrics[f'peer.{i}.irqlab_times']:,.1f}x fastest against fastest)",
             markup=False,
             soft_wrap=True,
         )
@@ -211,6 +213,9 @@ def _scale(counts: list[int], repeat: int, json_out: JsonOpt) -> None:
     setup = dict.fromkeys(counts, math.inf)
     events: dict[int, float] = {}
     rss: dict[int, float] = {}
+    # The process before any run (Python, the CLI, the extension): each size's
+    # own memory is its peak over this (the 1-CPU figure was almost all Python).
+    rss_start = peak_rss_mb()
     for round_ in range(repeat):
         for cpus in counts:
             text = texts[cpus]
@@ -239,6 +244,7 @@ def _scale(counts: list[int], repeat: int, json_out: JsonOpt) -> None:
                 "setup_s": setup[cpus],
                 "loop_events_per_wall_s": events[cpus] / loop,
                 "peak_rss_mb": rss[cpus],
+                "run_rss_mb": max(rss[cpus] - rss_start, 0.0),
             }
         )
     base, loop_base = rows[0]["events_per_wall_s"], rows[0]["loop_events_per_wall_s"]
@@ -255,7 +261,7 @@ def _scale(counts: list[int], repeat: int, json_out: JsonOpt) -> None:
         title_justify="left",
         box=box.SIMPLE_HEAD,
     )
-    cols = ("CPUs", "events", "wall s", "M ev/s", "vs 1st", "setup ms", "loop M/s", "loop 1st", "RSS MB")
+    cols = ("CPUs", "events", "wall s", "M ev/s", "vs 1st", "setup ms", "loop M/s", "loop 1st", "RSS MB", "run MB")
     for col in cols:
         t.add_column(col, justify="right")
     for r in rows:
@@ -269,10 +275,12 @@ def _scale(counts: list[int], repeat: int, json_out: JsonOpt) -> None:
             f"{r['loop_events_per_wall_s'] / 1e6:.2f}",
             f"{r['loop_vs_smallest']:.0%}",
             f"{r['peak_rss_mb']:.0f}",
+            f"{r['run_rss_mb']:.0f}",
         )
     out.print(t)
     err.print(
         "vs 1st: events/s against the smallest machine's; setup: a 1 ns run (build, report, teardown);"
-        " loop: the rest of the wall time; RSS: the process's peak",
+        " loop: the rest of the wall time; RSS: the process's peak; run: that peak over the process's before any"
+        f" run ({rss_start:.0f} MB: Python, the CLI and the extension)",
         markup=False,
     )
