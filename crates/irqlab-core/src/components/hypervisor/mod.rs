@@ -397,7 +397,14 @@ fn guest_next<P: Parts>(m: &mut Machine<P>, s: &mut Scheduler<Ev>, p: u32) {
         }
     }
     let len = match vc.cur {
-        Some(_) => std::mem::take(&mut vc.paused_left),
+        Some((_, irq)) => {
+            // A handler an exit paused goes on: its slice opens again.
+            if irq && tr.on() {
+                tr.begin(now, h.pcpus[p as usize].track, "hardirq", "vIRQ handler", None);
+                h.pcpus[p as usize].virq_slice = true;
+            }
+            std::mem::take(&mut vc.paused_left)
+        }
         None => {
             let next = match vc.virqs.pop_front() {
                 Some(w) => Some((w, true)),
@@ -406,9 +413,12 @@ fn guest_next<P: Parts>(m: &mut Machine<P>, s: &mut Scheduler<Ev>, p: u32) {
             match next {
                 Some((w, irq)) => {
                     vc.cur = Some((w, irq));
-                    // The guest's handler starts: marked inside the vCPU's slice.
+                    // The guest's handler: a hardirq slice inside the vCPU's (it
+                    // was an instant, so the trace showed none of the guest's
+                    // hardirq time; an audit).
                     if irq && tr.on() {
-                        tr.instant(now, h.pcpus[p as usize].track, "guest", "vIRQ handler", None);
+                        tr.begin(now, h.pcpus[p as usize].track, "hardirq", "vIRQ handler", None);
+                        h.pcpus[p as usize].virq_slice = true;
                     }
                     w.cost
                 }
@@ -422,8 +432,11 @@ fn guest_next<P: Parts>(m: &mut Machine<P>, s: &mut Scheduler<Ev>, p: u32) {
 }
 
 fn guest_done<P: Parts>(m: &mut Machine<P>, s: &mut Scheduler<Ev>, p: u32) {
-    let h = hv(m);
+    let (h, tr) = split(m);
     h.pcpus[p as usize].guest_timer = None;
+    if std::mem::take(&mut h.pcpus[p as usize].virq_slice) {
+        tr.end(s.now(), h.pcpus[p as usize].track);
+    }
     let v = h.pcpus[p as usize].cur.expect("the guest runs a vCPU") as usize;
     let (w, irq) = h.vcpus[v].cur.take().expect("a GuestDone per item");
     h.virqs_taken += irq as u64;

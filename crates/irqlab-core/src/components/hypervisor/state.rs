@@ -139,6 +139,9 @@ pub struct Pcpu {
     pub(crate) guest_timer: Option<TimerHandle>,
     /// The guest item in progress ends at this time.
     pub(crate) guest_end: Ps,
+    /// A "vIRQ handler" slice is open inside the vCPU's (tracing only): an exit
+    /// ends both, and the handler's slice opens again when the guest resumes it.
+    pub(crate) virq_slice: bool,
     pub(crate) slice: Option<TimerHandle>,
     /// When the current vCPU started running here (credit2's `state_entry_time`).
     pub ran_since: Ps,
@@ -193,6 +196,7 @@ impl Pcpu {
             tickled: false,
             guest_timer: None,
             guest_end: 0,
+            virq_slice: false,
             slice: None,
             ran_since: 0,
             last_burn: 0,
@@ -320,6 +324,9 @@ pub(crate) fn account(c: &mut Pcpu, now: Ps) {
 pub(crate) fn set_mode(c: &mut Pcpu, mode: Mode, now: Ps, tr: &mut Tracer) {
     account(c, now);
     if tr.on() && c.mode != mode {
+        if std::mem::take(&mut c.virq_slice) {
+            tr.end(now, c.track);
+        }
         if c.mode != Mode::Idle {
             tr.end(now, c.track);
         }
