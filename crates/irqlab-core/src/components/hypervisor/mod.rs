@@ -261,7 +261,7 @@ fn enter_hyp<P: Parts>(m: &mut Machine<P>, s: &mut Scheduler<Ev>, p: u32, why: O
         Mode::Hyp => return,
         Mode::Idle => {
             if let (Some(k), true) = (reason, tr.on()) {
-                tr.instant(now, pc.track, "hyp", EXITS[k].1, None);
+                tr.instant(now, pc.track, "hypervisor", EXITS[k].1, None);
             }
             c.idle_exit
         }
@@ -289,7 +289,7 @@ fn enter_hyp<P: Parts>(m: &mut Machine<P>, s: &mut Scheduler<Ev>, p: u32, why: O
             if let Some(k) = reason {
                 h.stats.exits[k] += 1;
                 if tr.on() {
-                    tr.instant(now, h.pcpus[p as usize].track, "hyp", EXITS[k].1, None);
+                    tr.instant(now, h.pcpus[p as usize].track, "hypervisor", EXITS[k].1, None);
                 }
             }
             waking + c.exit

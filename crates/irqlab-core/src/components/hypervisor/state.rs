@@ -333,8 +333,8 @@ pub(crate) fn set_mode(c: &mut Pcpu, mode: Mode, now: Ps, tr: &mut Tracer) {
         let v = c.cur.map(|v| v as i64).unwrap_or(-1);
         match mode {
             Mode::Idle => {}
-            Mode::Hyp if c.hyp_why.is_empty() => tr.begin(now, c.track, "hyp", "hypervisor", None),
-            Mode::Hyp => tr.begin(now, c.track, "hyp", &format!("hypervisor: {}", c.hyp_why), None),
+            Mode::Hyp if c.hyp_why.is_empty() => tr.begin(now, c.track, "hypervisor", "hypervisor", None),
+            Mode::Hyp => tr.begin(now, c.track, "hypervisor", &format!("hypervisor: {}", c.hyp_why), None),
             Mode::Guest => tr.begin(now, c.track, "guest", &format!("vcpu{v}"), None),
             Mode::GuestIdle => tr.begin(now, c.track, "guest", &format!("vcpu{v} wfi"), None),
         }

@@ -446,7 +446,7 @@ impl KvmModel {
                 Phase::Cancel => "cancelled VM-enter",
                 Phase::Entry => "vm entry",
             };
-            self.tracer.begin(now, vc.track, "kvm", name, None);
+            self.tracer.begin(now, vc.track, "hypervisor", name, None);
         }
         if let Some(len) = len {
             s.after(len, KvmEv::Step(v as u32));

@@ -31,7 +31,7 @@ impl KvmModel {
                     vc.lost += self.c.service;
                 }
                 if self.tracer.on() {
-                    self.tracer.instant(s.now(), vc.track, "kvm", r.name(), None);
+                    self.tracer.instant(s.now(), vc.track, "hypervisor", r.name(), None);
                 }
                 s.after(self.c.service, KvmEv::Step(v as u32));
                 return;
