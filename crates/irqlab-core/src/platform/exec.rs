@@ -31,13 +31,6 @@ impl<P: Parts> Machine<P> {
         if self.c.cstates && self.cpus[c].waking {
             return; // leaving an idle state: `Ev::Wake` runs it
         }
-        // Zero-length phases finished here, at one instant: past this many the
-        // next one ends through the queue, so that a loop that never advances
-        // time (which validation refuses, but a yield left to the budget and
-        // `--force` can still make) stays in the engine's loop, where Ctrl-C
-        // and the event cap are seen. No real run comes near it.
-        const ZERO_TIME_GUARD: u32 = 1 << 12;
-        let mut zero = 0u32;
         loop {
             // Delivering, or ending a phase, can pend an interrupt whose own
             // run_top starts the new top: then it runs, and arming a second
@@ -50,8 +43,7 @@ impl<P: Parts> Machine<P> {
                 continue;
             }
             let left = self.cpus[c].top().left;
-            if left == 0 && zero < ZERO_TIME_GUARD {
-                zero += 1;
+            if left == 0 {
                 self.phase_done(s, c);
                 if self.cpus[c].timer.is_some() {
                     return;
@@ -97,18 +89,13 @@ impl<P: Parts> Machine<P> {
         let top = *cpu.top();
         let guest = top.level == Level::Guest;
         // A running guest's mask does not hold back physical interrupts: they exit.
+        // (A take's new count goes to the trace when its frame is pushed: `trace_push`.)
         if let Some(src) = cpu.pending.take(if guest { Mask::Open } else { top.mask }) {
-            if self.tracer.on() {
-                self.trace_pending(s.now(), c);
-            }
             self.take_physical(s, c, src);
             return true;
         }
         if guest {
             if let Some(src) = cpu.vpending.take(top.mask) {
-                if self.tracer.on() {
-                    self.trace_pending(s.now(), c);
-                }
                 self.take_virtual(s, c, src);
                 return true;
             }
@@ -134,6 +121,13 @@ impl<P: Parts> Machine<P> {
     #[cold]
     #[inline(never)]
     fn trace_push(&mut self, now: crate::engine::Ps, c: usize, f: &Frame) -> bool {
+        if matches!(f.work, Work::Irq { .. }) {
+            // An interrupt taken: its CPU's pending count fell (a counter
+            // written only when it changes, so a take from nothing pending
+            // writes nothing). Here rather than at the take, which is on every
+            // interrupt's path whether tracing or not.
+            self.trace_pending(now, c);
+        }
         if f.level == Level::Host && self.cpus[c].stack.last().is_some_and(|t| t.level == Level::Guest) {
             // The guest stops while the host runs (a VM exit): its slices, on
             // the vCPU's own track, end here and start again as each guest

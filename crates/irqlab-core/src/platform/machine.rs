@@ -365,6 +365,7 @@ impl<P: Parts> Machine<P> {
                     saved: None,
                     ops: 0,
                     op_start: 0,
+                    zero_ops: 0,
                 });
                 cpus[cpu as usize].rq.push_back(id);
             }

@@ -7,7 +7,7 @@ pub fn apply(root: &mut toml::Value, spec: &str) -> Result<(), String> {
     // `source[0].rate` is `source.0.rate`; any other empty segment is a typo
     // (`.duration`, `source..0.count` had been applied as if it were not there).
     let path = path.trim();
-    let dotted = path.replace("][", ".").replace("].", ".").replace('[', ".").replace(']', ".");
+    let dotted = path.replace("][", ".").replace("].", ".").replace(['[', ']'], ".");
     let path = if path.ends_with(']') { dotted.strip_suffix('.').unwrap_or(&dotted) } else { &dotted };
     if path.is_empty() {
         return Err("expected key.path=value, the key path is empty".into());
