@@ -91,3 +91,21 @@ impl<P: Parts> Machine<P> {
         }
     }
 }
+
+#[cfg(test)]
+mod tests {
+    /// A yield alone on its CPU with no costs (the budget refuses it; `--force`
+    /// lets it run) makes its operations at one instant: every 4,096th takes
+    /// 1 ps, so time moves and the run ends instead of spinning in `run_top`
+    /// beyond the reach of Ctrl-C and the event cap.
+    #[test]
+    fn a_loop_that_takes_no_time_still_ends() {
+        let text = "name = \"y\"\nduration = \"20ps\"\n[cpu]\ncontext_switch = \"1us\"\n\
+                    [[task]]\nname = \"t\"\nwork = \"0ns\"\nexception = \"yield\"\n";
+        let sc = crate::load(text, "y.toml", &[]).unwrap();
+        let out = crate::run(&sc, Default::default());
+        let ops = out.report.metrics["ops_per_s"] * 20e-12;
+        // 4,096 at each of the 21 instants from 0 to 20 ps, and the ones that took 1 ps.
+        assert!((4096.0 * 20.0..=4097.0 * 22.0).contains(&ops), "{ops} operations in 20 ps");
+    }
+}
