@@ -258,6 +258,22 @@ def test_a_reader_that_goes_away_ends_the_command_as_sigpipe_would(small):
     assert p.stderr.read() == b""
 
 
+def test_a_reader_of_stderr_that_goes_away_ends_the_command_as_sigpipe_too():
+    """`irqlab run ... 2>&1 | head`: the lines run writes to stderr after its
+    table (the costs left at zero) met the closed pipe and exited 1 (an audit).
+    Here stderr is a pipe whose reader is gone before the first line."""
+    code = (
+        "import os\n"
+        "from irqlab.cli.render import err\n"
+        "r, w = os.pipe()\n"
+        "os.close(r)\n"
+        "os.dup2(w, 2)\n"
+        "err.print('a line for a reader that went away')\n"
+    )
+    p = subprocess.run([sys.executable, "-c", code], capture_output=True, timeout=60)
+    assert p.returncode == 141, (p.returncode, p.stdout, p.stderr)
+
+
 def test_a_metric_with_no_value_reads_n_a_in_tables() -> None:
     # An unfinished M2 command's `spe.effective_mhz` is null: the summary said "None".
     from irqlab.cli.render import fmt

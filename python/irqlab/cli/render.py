@@ -38,8 +38,19 @@ class _Console(Console):
         raise SystemExit(EXIT_PIPE)
 
 
+class _ErrConsole(Console):
+    def on_broken_pipe(self) -> None:
+        """stderr's reader went away too (`2>&1 | head`, where the last lines go to
+        stderr after stdout): the same exit as stdout's, not rich's 1 (an audit)."""
+        self.quiet = True
+        with contextlib.suppress(OSError, ValueError):
+            devnull = os.open(os.devnull, os.O_WRONLY)
+            os.dup2(devnull, sys.stderr.fileno())
+        raise SystemExit(EXIT_PIPE)
+
+
 out = _Console(highlight=False)
-err = Console(stderr=True, highlight=False)
+err = _ErrConsole(stderr=True, highlight=False)
 
 STDOUT = "-"
 HIST_STATS = ["count", "mean", "min", "p50", "p90", "p99", "p99.9", "p99.99", "max"]

@@ -99,8 +99,10 @@ def run(
 
     A run with a warm-up gets a one-line warning on stderr when it was too
     short to settle: its measured window (duration - warmup) is shorter than
-    half the warm-up, or its headline (the throughput's latency histogram, else
-    op_latency, else irq_latency) counted fewer than 100 completions."""
+    half the warm-up, its headline (the throughput's latency histogram, else
+    op_latency, else irq_latency) counted fewer than 100 completions, or the
+    first half of the window disagrees with the whole (throughput, or the
+    headline's p99)."""
     fmt_given = output is not None
     fmt = output or Format.table
     json_stdout = to_stdout(json_out) or fmt is Format.json
