@@ -286,7 +286,8 @@ def variations(scenario: dict[str, Any], params: Sequence[str], factors: Sequenc
                 raise UserError(f"--param {p}: {e}; expected a numeric key like fabric.msi_write") from None
             # A 0 (a cost left at its default), or a count that rounds back: a row
             # of +0.00 % would read as "insensitive" where nothing was varied.
-            if new == v or (_as_run(new) is not None and _as_run(new) == _as_run(v)):
+            ran = _as_run(new)
+            if new == v or (ran is not None and ran == _as_run(v)):
                 raise UserError(
                     f"--param {p}: {shown(v)} x {f:g} is {shown(new)} again, so its row would vary nothing; "
                     "expected a parameter whose value the factors change"

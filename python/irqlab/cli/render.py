@@ -25,9 +25,13 @@ EXIT_PIPE = 128 + 13
 def stdout_gone() -> None:
     """Points stdout at /dev/null, so that the interpreter's last flush of what
     is still buffered fails no more (it would print its own message)."""
+    _to_devnull(sys.stdout)
+
+
+def _to_devnull(stream: Any) -> None:
     with contextlib.suppress(OSError, ValueError):
         devnull = os.open(os.devnull, os.O_WRONLY)
-        os.dup2(devnull, sys.stdout.fileno())
+        os.dup2(devnull, stream.fileno())
 
 
 class _Console(Console):
@@ -43,9 +47,7 @@ class _ErrConsole(Console):
         """stderr's reader went away too (`2>&1 | head`, where the last lines go to
         stderr after stdout): the same exit as stdout's, not rich's 1 (an audit)."""
         self.quiet = True
-        with contextlib.suppress(OSError, ValueError):
-            devnull = os.open(os.devnull, os.O_WRONLY)
-            os.dup2(devnull, sys.stderr.fileno())
+        _to_devnull(sys.stderr)
         raise SystemExit(EXIT_PIPE)
 
 
